@@ -1,0 +1,33 @@
+# agentgrad: `make demo` runs the optimizer on the reference world; `make test` runs lint, types and tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint types pytest bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/optimizer_demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+test: lint types pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/optimizer_bench.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

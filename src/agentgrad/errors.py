@@ -1,0 +1,52 @@
+"""Typed errors. Every systemic fault raises one of these with what went wrong and where.
+
+Per-example failures are never raised: they are evidence. These are for bad input and broken invariants.
+"""
+
+from __future__ import annotations
+
+
+class AgentgradError(Exception):
+    """Base class of every error agentgrad raises on purpose."""
+
+
+class InvalidIdError(AgentgradError, ValueError):
+    """An artifact or diff id that is empty, too long, has NUL bytes or tries to escape a directory."""
+
+
+class InvalidOpError(AgentgradError, ValueError):
+    """A diff op that is malformed: unknown action or scope, missing text, wrong types."""
+
+
+class InvalidEvidenceError(AgentgradError, ValueError):
+    """Evidence with NaN or out-of-range scores, mismatched task sets, or task ids nobody knows."""
+
+
+class UnknownArtifactError(AgentgradError, KeyError):
+    """A diff or query names an artifact the store or the optimizer has never seen."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if self.args else "unknown artifact"
+
+
+class UnknownVersionError(AgentgradError, KeyError):
+    """A diff or query names a version of an artifact that does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown version"
+
+
+class ApplyConflictError(AgentgradError):
+    """A diff does not apply to a text: the unit it edits is missing, already there, or holds other text."""
+
+
+class FrozenLayerError(AgentgradError, PermissionError):
+    """A write to an L0 (frozen) artifact: safety, permissions, oracle and audit budget never change."""
+
+
+class StaleHeadError(AgentgradError):
+    """Compare-and-swap on a branch head failed: somebody else committed first. Rebase and try again."""
+
+
+class StateDictError(AgentgradError, ValueError):
+    """`load_state_dict` got a dict that does not match the object's shape; nothing was changed."""

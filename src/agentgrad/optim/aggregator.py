@@ -1,0 +1,93 @@
+"""`Aggregator`: the stateful shell around a stage pipeline, like a torch optimizer around optax transforms.
+
+It validates the candidates against the context (known artifact, existing base version, sane evidence), runs the
+pipeline, lets every stage observe the final verdicts, and returns what to commit. It never writes: committing
+the accepted candidates is the store's job (the only write path).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.errors import StateDictError, UnknownArtifactError, UnknownVersionError
+from agentgrad.optim.base import Batch, Candidate, Context, Stage, StageState
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one optimizer step decided.
+
+    `accepted` are the candidates to commit (each with its ACCEPTED decision in `decisions`); `held` were sent
+    back for more evidence (recheck on the new head, a full held-out check, or later).
+    """
+
+    accepted: tuple[Candidate, ...]
+    decisions: tuple[Decision, ...]
+    held: tuple[Candidate, ...]
+
+    def decision_for(self, diff_id: str) -> Decision:
+        """The last decision on `diff_id` in this step."""
+        for decision in reversed(self.decisions):
+            if decision.diff_id == diff_id:
+                return decision
+        raise KeyError(diff_id)
+
+
+def validate(candidate: Candidate, ctx: Context) -> None:
+    """Raise a typed error if the candidate names an unknown artifact or version, or unknown tasks."""
+    diff = candidate.diff
+    head = ctx.heads.get(diff.artifact_id)
+    if head is None:
+        raise UnknownArtifactError(f"diff {diff.id} edits unknown artifact {diff.artifact_id!r}")
+    if diff.base_version > head.version:
+        raise UnknownVersionError(
+            f"diff {diff.id} is based on version {diff.base_version} of {diff.artifact_id!r}, "
+            f"but the head is version {head.version}")
+    if ctx.known_tasks is not None:
+        candidate.evidence.check_tasks(ctx.known_tasks)
+
+
+class Aggregator:
+    """Runs a pipeline (usually `recipes.default()`) one step at a time and keeps its state.
+
+    >>> agg = Aggregator(default())  # doctest: +SKIP
+    >>> result = agg.step(candidates, Context(heads))  # doctest: +SKIP
+    """
+
+    def __init__(self, pipeline: Stage[Any]) -> None:
+        self.pipeline = pipeline
+        self.state: StageState = pipeline.init()
+        self.steps = 0
+
+    def step(self, candidates: Iterable[Candidate], ctx: Context) -> StepResult:
+        """Decide on `candidates` given the heads in `ctx`; updates this aggregator's state."""
+        batch_in = tuple(candidates)
+        for candidate in batch_in:
+            validate(candidate, ctx)
+        batch, state = self.pipeline.update(Batch(batch_in), self.state, ctx)
+        undecided = {c.diff.id for c in batch.candidates} - {
+            d.diff_id for d in batch.decisions if d.outcome is Outcome.ACCEPTED}
+        if undecided:
+            raise RuntimeError(f"pipeline {self.pipeline.name!r} left {sorted(undecided)} without a verdict")
+        self.state = self.pipeline.observe(batch.decisions, state, ctx)
+        self.steps += 1
+        return StepResult(batch.candidates, batch.decisions, batch.held)
+
+    def state_dict(self) -> dict[str, Any]:
+        """A JSON-ready snapshot of the aggregator (no live objects)."""
+        return {"pipeline": self.pipeline.name, "steps": self.steps, "state": self.state.to_dict()}
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> None:
+        """Restore a snapshot; validates it fully before changing anything."""
+        if data.get("pipeline") != self.pipeline.name:
+            raise StateDictError(f"state dict is for pipeline {data.get('pipeline')!r}, not {self.pipeline.name!r}")
+        json.dumps(data)  # must be plain JSON: refuse live objects early
+        state = self.pipeline.load(data["state"])
+        steps = data.get("steps", 0)
+        if not isinstance(steps, int) or steps < 0:
+            raise StateDictError(f"steps must be a non-negative int, got {steps!r}")
+        self.state, self.steps = state, steps

@@ -1,0 +1,119 @@
+"""The optimizer's vocabulary: candidates in a batch, the context a step sees, and the `Stage` protocol.
+
+A stage is a set of pure functions, optax-style: `init() -> state`, `update(batch, state, ctx) -> (batch, state)`
+and `observe(decisions, state, ctx) -> state` (what it learns from the final verdicts of a step, e.g. tabu learns
+rejects). Stages do no I/O and read no clock: the time is `ctx.now`, handed in by the runtime.
+Every state has `to_dict()`; the stage's `load` turns that dict back into a state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from agentgrad.core.artifact import Kind, Layer
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff, fingerprint
+from agentgrad.core.evidence import Evidence
+
+
+@dataclass(frozen=True)
+class Head:
+    """The current committed state of one artifact, as the optimizer sees it."""
+
+    version: int
+    text: str
+    layer: Layer = Layer.L2
+    kind: Kind = Kind.SKILL
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a step may read: the heads of the artifacts, the time, and (optionally) the known task ids."""
+
+    heads: Mapping[str, Head]
+    now: float = 0.0
+    known_tasks: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A diff with its evidence on its way through the stages.
+
+    `recheck` is set when a stale diff was rebased: its evidence was measured on an older head. `parts` lists the
+    diffs a fused candidate was made of.
+    """
+
+    diff: Diff
+    evidence: Evidence
+    recheck: bool = False
+    parts: tuple[Diff, ...] = ()
+
+
+def verdict(candidate: Candidate, outcome: Outcome, stage: str, reason: str,
+            numbers: Mapping[str, float] | None = None) -> Decision:
+    """A `Decision` on `candidate`, filling in its ids, fingerprint and parts."""
+    return Decision(candidate.diff.id, candidate.diff.artifact_id, outcome, stage, reason, dict(numbers or {}),
+                    fingerprint(candidate.diff), tuple(p.id for p in candidate.parts))
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The diffs still in play (`candidates`), the verdicts so far, and the diffs sent back for more evidence."""
+
+    candidates: tuple[Candidate, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+    held: tuple[Candidate, ...] = ()
+
+    def settle(self, verdicts: Mapping[str, tuple[Candidate, Decision]],
+               keep: Sequence[Candidate] | None = None) -> Batch:
+        """Remove the candidates with verdicts (keyed by diff id), record the verdicts, hold non-final ones.
+
+        `keep`, if given, replaces the surviving candidates (e.g. with rebased or fused ones).
+        """
+        survivors = tuple(keep) if keep is not None else tuple(
+            c for c in self.candidates if c.diff.id not in verdicts)
+        held = tuple(c for c, d in verdicts.values() if not d.outcome.final)
+        return Batch(survivors, self.decisions + tuple(d for _, d in verdicts.values()), self.held + held)
+
+
+class StageState(Protocol):
+    """A stage's state: an immutable value that can be written as a JSON-ready dict."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=StageState)
+
+
+def _keep_state(decisions: Sequence[Decision], state: S, ctx: Context) -> S:
+    return state
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
+    """One optimizer transform: pure functions over an immutable state."""
+
+    name: str
+    init: Callable[[], S]
+    update: Callable[[Batch, S, Context], tuple[Batch, S]]
+    load: Callable[[Mapping[str, Any]], S]
+    observe: Callable[[Sequence[Decision], S, Context], S] = field(default=_keep_state)
+
+
+@dataclass(frozen=True)
+class EmptyState:
+    """The state of a stage that keeps none."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> EmptyState:
+        return cls()
+
+
+def stateless(name: str, update: Callable[[Batch, Context], Batch]) -> Stage[EmptyState]:
+    """A stage that keeps no state, from a pure `update(batch, ctx) -> batch`."""
+    return Stage(name, EmptyState, lambda batch, state, ctx: (update(batch, ctx), state), EmptyState.load)
