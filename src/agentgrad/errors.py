@@ -50,3 +50,7 @@ class StaleHeadError(AgentgradError):
 
 class StateDictError(AgentgradError, ValueError):
     """`load_state_dict` got a dict that does not match the object's shape; nothing was changed."""
+
+
+class InvalidProposalError(AgentgradError, ValueError):
+    """A proposal a strategy cannot turn into diff ops: empty, malformed, not text, or far too large."""
