@@ -105,7 +105,7 @@ def apply_op(doc: Document, op: Op) -> Document:
     if op.action is Action.ADD:
         if index >= 0:
             raise ApplyConflictError(f"cannot add {op.scope.value} {op.key!r}: it is already there")
-        at = len(segments) if op.at is None else min(op.at, len(segments))
+        at = doc.end() if op.at is None else min(op.at, len(segments))
         segments.insert(at, Segment(op.key, op.new or ""))
     else:
         if index < 0:

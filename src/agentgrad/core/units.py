@@ -50,20 +50,22 @@ class Segment:
 
 @dataclass(frozen=True)
 class Document:
-    """A parsed text: its segments and whether it ended with a newline."""
+    """A parsed text: its segments in order. A final newline shows up as a last, empty filler segment."""
 
     scope: Scope
     segments: tuple[Segment, ...]
-    trailing_newline: bool
 
     def render(self) -> str:
         """The exact text this document came from (or the edited text, after ops)."""
-        if self.scope is Scope.TEXT:
-            return "".join(s.text for s in self.segments)
-        if not self.segments:
-            return "\n" if self.trailing_newline else ""
-        body = "\n".join(s.text for s in self.segments)
-        return body + ("\n" if self.trailing_newline else "")
+        joiner = "" if self.scope is Scope.TEXT else "\n"
+        return joiner.join(s.text for s in self.segments)
+
+    def end(self) -> int:
+        """Where an appended unit goes: before a final empty line, so a text keeps its final newline."""
+        last = self.segments[-1] if self.segments else None
+        if last is not None and last.key is None and last.text == "":
+            return len(self.segments) - 1
+        return len(self.segments)
 
     def find(self, key: str) -> int:
         """Index of the first segment with `key`, or -1."""
@@ -88,23 +90,14 @@ def _line_key(scope: Scope, line: str) -> str | None:
     return normalise(match.group("title")) if match else None
 
 
-def _split_lines(text: str) -> tuple[list[str], bool]:
-    if text == "":
-        return [], False
-    trailing = text.endswith("\n")
-    body = text[:-1] if trailing else text
-    return body.split("\n"), trailing
-
-
 def parse(scope: Scope, text: str) -> Document:
     """Split `text` into the units of `scope`; `parse(s, t).render() == t` for every text."""
     scope = Scope(scope)
     if scope is Scope.TEXT:
-        return Document(scope, (Segment("", text),) if text else (), False)
-    lines, trailing = _split_lines(text)
+        return Document(scope, (Segment("", text),) if text else ())
+    lines = text.split("\n")
     if scope is not Scope.SECTION:
-        segments = tuple(Segment(_line_key(scope, line), line) for line in lines)
-        return Document(scope, segments, trailing)
+        return Document(scope, tuple(Segment(_line_key(scope, line), line) for line in lines))
     blocks: list[tuple[str | None, list[str]]] = []
     for line in lines:
         key = _line_key(scope, line)
@@ -112,7 +105,7 @@ def parse(scope: Scope, text: str) -> Document:
             blocks.append((key, [line]))
         else:
             blocks[-1][1].append(line)
-    return Document(scope, tuple(Segment(k, "\n".join(b)) for k, b in blocks), trailing)
+    return Document(scope, tuple(Segment(k, "\n".join(b)) for k, b in blocks))
 
 
 def unit_key(scope: Scope, content: str) -> str:
