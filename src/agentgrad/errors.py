@@ -54,3 +54,7 @@ class StateDictError(AgentgradError, ValueError):
 
 class InvalidProposalError(AgentgradError, ValueError):
     """A proposal a strategy cannot turn into diff ops: empty, malformed, not text, or far too large."""
+
+
+class ConfigError(AgentgradError, ValueError):
+    """A stage, schedule or run was configured with values it cannot work with (says which and why)."""

@@ -66,8 +66,12 @@ class Aggregator:
     def step(self, candidates: Iterable[Candidate], ctx: Context) -> StepResult:
         """Decide on `candidates` given the heads in `ctx`; updates this aggregator's state."""
         batch_in = tuple(candidates)
+        seen: set[str] = set()
         for candidate in batch_in:
             validate(candidate, ctx)
+            if candidate.diff.id in seen:
+                raise ValueError(f"diff id {candidate.diff.id} appears twice in one step; diff ids must be unique")
+            seen.add(candidate.diff.id)
         batch, state = self.pipeline.update(Batch(batch_in), self.state, ctx)
         undecided = {c.diff.id for c in batch.candidates} - {
             d.diff_id for d in batch.decisions if d.outcome is Outcome.ACCEPTED}

@@ -1,0 +1,174 @@
+"""`drop_stale`: admit diffs made against older heads only while their lag is small, rebasing them onto the head.
+
+A diff's lag is η = head.version − diff.base_version. The tolerated lag α shrinks as an artifact gets hot: every
+commit that lands between a diff's base and the head is a chance of semantic interference, and a rebased diff's
+cheap re-check is wasted more often. The heat is an exponentially decayed commit rate (commits per second) per
+artifact, learned in `observe` from ACCEPTED decisions at `ctx.now`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import apply
+from agentgrad.core.rebase import Conflict, rebase
+from agentgrad.errors import ApplyConflictError, StateDictError, UnknownArtifactError, UnknownVersionError
+from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
+
+NAME = "staleness"
+_COUNTERS = ("passed", "rebased", "rejected", "duplicate", "stale")
+
+
+@dataclass(frozen=True)
+class StalenessState:
+    """What `drop_stale` keeps.
+
+    Args:
+        heat: per artifact, (commit rate in commits per second, the `ctx.now` it was last updated at).
+        passed, rebased, rejected, duplicate, stale: how many candidates got each treatment so far.
+    """
+
+    heat: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    passed: int = 0
+    rebased: int = 0
+    rejected: int = 0
+    duplicate: int = 0
+    stale: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "heat", MappingProxyType(dict(self.heat)))
+
+    def rate_at(self, artifact_id: str, now: float, decay: float) -> float:
+        """The commit rate of `artifact_id` decayed to time `now` (0.0 for an artifact never committed)."""
+        rate, last = self.heat.get(artifact_id, (0.0, now))
+        return _decayed(rate, last, now, decay)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `StalenessState.load` reverses it."""
+        heat = {aid: [rate, last] for aid, (rate, last) in sorted(self.heat.items())}
+        return {"heat": heat, **{name: getattr(self, name) for name in _COUNTERS}}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> StalenessState:
+        """Rebuild a state from `to_dict` output; raises `StateDictError` on anything malformed."""
+        heat_in = data.get("heat", {})
+        if not isinstance(heat_in, Mapping):
+            raise StateDictError(f"{NAME}: 'heat' must be a dict, got {type(heat_in).__name__}")
+        heat: dict[str, tuple[float, float]] = {}
+        for aid, pair in heat_in.items():
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(_is_number(x) for x in pair)):
+                raise StateDictError(f"{NAME}: heat of {aid!r} must be [rate, last_time], got {pair!r}")
+            if pair[0] < 0 or not all(math.isfinite(x) for x in pair):
+                raise StateDictError(f"{NAME}: heat of {aid!r} must be finite with rate >= 0, got {pair!r}")
+            heat[str(aid)] = (float(pair[0]), float(pair[1]))
+        counters = {name: data.get(name, 0) for name in _COUNTERS}
+        for name, value in counters.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise StateDictError(f"{NAME}: counter {name!r} must be a non-negative int, got {value!r}")
+        return cls(heat, **counters)
+
+
+def _decayed(rate: float, last: float, now: float, decay: float) -> float:
+    """`rate` as of time `last`, decayed to `now` with time constant `decay` (no growth if `now` < `last`)."""
+    return rate * math.exp(-max(0.0, now - last) / decay)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_SLACK = 1e-9  # rounding slack, so a rate decayed to next to nothing counts as cold
+
+
+def alpha_for(rate: float, *, alpha_max: int, alpha_min: int, half_rate: float) -> int:
+    """The tolerated lag at commit rate `rate`: max(alpha_min, floor(alpha_max · half_rate / (half_rate + rate))).
+
+    The floor forgives a rounding slack of 1e-9, so an artifact whose rate has decayed to almost nothing gets
+    `alpha_max` back (an exponential never reaches zero).
+    """
+    return max(alpha_min, math.floor(alpha_max * half_rate / (half_rate + rate) + _SLACK))
+
+
+def _head(candidate: Candidate, ctx: Context) -> Head:
+    diff = candidate.diff
+    head = ctx.heads.get(diff.artifact_id)
+    if head is None:
+        raise UnknownArtifactError(f"{NAME}: diff {diff.id} edits unknown artifact {diff.artifact_id!r}")
+    if diff.base_version > head.version:
+        raise UnknownVersionError(f"{NAME}: diff {diff.id} is based on version {diff.base_version} of "
+                                  f"{diff.artifact_id!r}, but the head is version {head.version}")
+    return head
+
+
+def _judge(candidate: Candidate, head: Head, alpha: int,
+           numbers: Mapping[str, float]) -> tuple[str, Candidate | Decision]:
+    """The treatment of one candidate (a counter name) and its replacement candidate or its decision."""
+    diff, lag = candidate.diff, head.version - candidate.diff.base_version
+    if lag == 0:
+        try:
+            apply(diff, head.text)
+        except ApplyConflictError as exc:
+            return "rejected", verdict(candidate, Outcome.REJECTED, NAME, f"does not apply to head: {exc}", numbers)
+        return "passed", candidate
+    if lag > alpha:
+        reason = f"lag {lag} exceeds the tolerated lag {alpha} of {diff.artifact_id!r}"
+        if diff.breaks_contract:
+            reason += " (a contract-breaking diff is never rebased)"
+        return "stale", verdict(candidate, Outcome.STALE, NAME, reason, numbers)
+    moved = rebase(diff, head.text, head.version)
+    if isinstance(moved, Conflict):
+        return "stale", verdict(candidate, Outcome.STALE, NAME, f"cannot rebase: {moved.reason}", numbers)
+    if not moved.ops:
+        reason = f"head version {head.version} already has the effect of this diff"
+        return "duplicate", verdict(candidate, Outcome.DUPLICATE, NAME, reason, numbers)
+    return "rebased", replace(candidate, diff=moved, recheck=True)
+
+
+def drop_stale(*, alpha_max: int = 4, alpha_min: int = 0, half_rate: float = 1.0,
+               decay: float = 60.0) -> Stage[StalenessState]:
+    """A stage that passes fresh diffs, rebases slightly stale ones (marked `recheck`) and drops the rest.
+
+    Args:
+        alpha_max: lag tolerated on a cold artifact.
+        alpha_min: lag tolerated however hot the artifact is (a contract-breaking diff always gets 0).
+        half_rate: the commit rate (commits per second) at which the tolerated lag is half of `alpha_max`.
+        decay: time constant, in seconds of `ctx.now`, of the decayed commit rate.
+    State: `StalenessState` (per-artifact commit rate and counters). Every decision carries lag, alpha and rate.
+    """
+    if not 0 <= alpha_min <= alpha_max:
+        raise ValueError(f"{NAME}: need 0 <= alpha_min <= alpha_max, got alpha_min={alpha_min}, alpha_max={alpha_max}")
+    if not (math.isfinite(half_rate) and half_rate > 0 and math.isfinite(decay) and decay > 0):
+        raise ValueError(f"{NAME}: half_rate and decay must be finite and > 0, got {half_rate!r}, {decay!r}")
+
+    def update(batch: Batch, state: StalenessState, ctx: Context) -> tuple[Batch, StalenessState]:
+        verdicts: dict[str, tuple[Candidate, Decision]] = {}
+        keep: list[Candidate] = []
+        counts = {name: getattr(state, name) for name in _COUNTERS}
+        for candidate in batch.candidates:
+            head = _head(candidate, ctx)
+            rate = state.rate_at(candidate.diff.artifact_id, ctx.now, decay)
+            alpha = 0 if candidate.diff.breaks_contract else alpha_for(
+                rate, alpha_max=alpha_max, alpha_min=alpha_min, half_rate=half_rate)
+            numbers = {"lag": float(head.version - candidate.diff.base_version), "alpha": float(alpha), "rate": rate}
+            kind, result = _judge(candidate, head, alpha, numbers)
+            counts[kind] += 1
+            if isinstance(result, Decision):
+                verdicts[candidate.diff.id] = (candidate, result)
+            else:
+                keep.append(result)
+        return batch.settle(verdicts, keep=keep), replace(state, **counts)
+
+    def observe(decisions: Sequence[Decision], state: StalenessState, ctx: Context) -> StalenessState:
+        heat = dict(state.heat)
+        for decision in decisions:
+            if decision.outcome is Outcome.ACCEPTED:
+                rate, last = heat.get(decision.artifact_id, (0.0, ctx.now))
+                heat[decision.artifact_id] = (_decayed(rate, last, ctx.now, decay) + 1.0 / decay, max(last, ctx.now))
+        return replace(state, heat=heat)
+
+    return Stage(NAME, StalenessState, update, StalenessState.load, observe)

@@ -1,0 +1,101 @@
+"""`tabu`: never evaluate again a change that was already turned down (rejected, dropped or reverted).
+
+Changes are compared by `fingerprint`, which ignores case, white space, op order, base version and author, so a
+worker re-proposing a rejected rule in other words of the same normal form is caught before it costs gate calls.
+The memory is bounded: past `max_size` fingerprints the oldest is forgotten first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff, fingerprint
+from agentgrad.errors import StateDictError
+from agentgrad.optim.base import Batch, Candidate, Context, Stage, verdict
+
+NAME = "tabu"
+TURNED_DOWN = frozenset({Outcome.REJECTED, Outcome.DROPPED, Outcome.REVERTED})
+
+
+@dataclass(frozen=True)
+class TabuState:
+    """What `tabu` keeps.
+
+    Args:
+        entries: (fingerprint, id of the diff that was turned down), oldest first.
+        hits: how many candidates were skipped as tabu.
+    """
+
+    entries: tuple[tuple[str, str], ...] = ()
+    hits: int = 0
+    _index: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        entries = tuple((str(fp), str(diff_id)) for fp, diff_id in self.entries)
+        object.__setattr__(self, "entries", entries)
+        object.__setattr__(self, "_index", dict(entries))
+
+    def earlier(self, fp: str) -> str | None:
+        """The id of the diff turned down with fingerprint `fp`, or None."""
+        return self._index.get(fp)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `TabuState.load` reverses it."""
+        return {"entries": [[fp, diff_id] for fp, diff_id in self.entries], "hits": self.hits}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> TabuState:
+        """Rebuild a state from `to_dict` output; raises `StateDictError` on anything malformed."""
+        entries = data.get("entries", [])
+        if not isinstance(entries, list) or not all(
+                isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, str) and x for x in e)
+                for e in entries):
+            raise StateDictError(f"{NAME}: 'entries' must be a list of [fingerprint, diff id] pairs")
+        if len({e[0] for e in entries}) != len(entries):
+            raise StateDictError(f"{NAME}: 'entries' holds a fingerprint twice")
+        hits = data.get("hits", 0)
+        if not isinstance(hits, int) or isinstance(hits, bool) or hits < 0:
+            raise StateDictError(f"{NAME}: 'hits' must be a non-negative int, got {hits!r}")
+        return cls(tuple((e[0], e[1]) for e in entries), hits)
+
+
+def is_tabu(state: TabuState, diff: Diff) -> bool:
+    """True if a change equal to `diff` (same fingerprint) was already rejected, dropped or reverted.
+
+    A runtime calls it before evaluating a proposal, to spend no gate calls on a known reject.
+    """
+    return state.earlier(fingerprint(diff)) is not None
+
+
+def tabu(*, max_size: int = 10_000) -> Stage[TabuState]:
+    """A stage that marks TABU every candidate whose fingerprint was already turned down.
+
+    Args:
+        max_size: most fingerprints remembered; the oldest is forgotten first.
+    State: `TabuState` (fingerprint → diff id, oldest first, and the hit count). `observe` learns the
+    fingerprints of REJECTED, DROPPED and REVERTED decisions.
+    """
+    if max_size < 1:
+        raise ValueError(f"{NAME}: max_size must be >= 1, got {max_size}")
+
+    def update(batch: Batch, state: TabuState, ctx: Context) -> tuple[Batch, TabuState]:
+        verdicts: dict[str, tuple[Candidate, Decision]] = {}
+        for candidate in batch.candidates:
+            earlier = state.earlier(fingerprint(candidate.diff))
+            if earlier is not None:
+                reason = f"the same change as {earlier}, which was already turned down"
+                verdicts[candidate.diff.id] = (candidate, verdict(candidate, Outcome.TABU, NAME, reason))
+        return batch.settle(verdicts), replace(state, hits=state.hits + len(verdicts))
+
+    def observe(decisions: Sequence[Decision], state: TabuState, ctx: Context) -> TabuState:
+        entries = dict(state.entries)
+        for decision in decisions:
+            if decision.outcome in TURNED_DOWN and decision.fingerprint and decision.fingerprint not in entries:
+                entries[decision.fingerprint] = decision.diff_id
+        kept = list(entries.items())[-max_size:]
+        return replace(state, entries=tuple(kept))
+
+    return Stage(NAME, TabuState, update, TabuState.load, observe)

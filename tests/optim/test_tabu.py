@@ -1,0 +1,141 @@
+"""Tests of the `tabu` stage and `is_tabu`, and of `chain(tabu(), govern())` against the stages applied by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentgrad.core.artifact import Layer
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff, fingerprint
+from agentgrad.core.evidence import Evidence
+from agentgrad.core.ops import Op
+from agentgrad.errors import StateDictError
+from agentgrad.optim.base import Batch, Candidate, Context, Head, verdict
+from agentgrad.optim.chain import ChainState, chain
+from agentgrad.optim.governance import govern
+from agentgrad.optim.tabu import TabuState, is_tabu, tabu
+
+AID = "skills/style"
+CTX = Context({AID: Head(3, ""), "harness/main": Head(0, "", Layer.L1), "safety/policy": Head(0, "", Layer.L0)})
+
+
+def cand(rule: str, author: str = "w1", base: int = 0, artifact: str = AID, delta: float = 0.1) -> Candidate:
+    ev = Evidence.paired({"t1": 0.5}, {"t1": 0.5 + delta})
+    return Candidate(Diff(artifact, base, (Op.add("rule", rule),), author=author), ev)
+
+
+def decide(c: Candidate, outcome: Outcome) -> Decision:
+    return verdict(c, outcome, "acceptance", outcome.value)
+
+
+@pytest.mark.parametrize("outcome", [Outcome.REJECTED, Outcome.DROPPED, Outcome.REVERTED])
+def test_a_turned_down_change_is_skipped_next_step_in_other_words(outcome: Outcome) -> None:
+    stage = tabu()
+    original = cand("- Check the units", author="alice", base=0)
+    state = stage.observe([decide(original, outcome)], stage.init(), CTX)
+    again = cand("-   check the UNITS.", author="bob", base=2)
+    assert again.diff.id != original.diff.id
+    fresh = cand("- cite sources")
+    batch, state = stage.update(Batch((again, fresh)), state, CTX)
+    (decision,) = batch.decisions
+    assert decision.diff_id == again.diff.id and decision.outcome is Outcome.TABU
+    assert original.diff.id in decision.reason and decision.stage == "tabu"
+    assert batch.candidates == (fresh,) and batch.held == ()
+    assert state.hits == 1
+    assert is_tabu(state, again.diff) and not is_tabu(state, fresh.diff)
+
+
+@pytest.mark.parametrize("outcome", [Outcome.ACCEPTED, Outcome.STALE, Outcome.CONFLICT, Outcome.DEFERRED])
+def test_a_change_that_was_not_turned_down_is_not_skipped(outcome: Outcome) -> None:
+    stage = tabu()
+    original = cand("- check the units")
+    state = stage.observe([decide(original, outcome)], stage.init(), CTX)
+    batch, state = stage.update(Batch((cand("- Check the units", author="bob"),)), state, CTX)
+    assert batch.decisions == () and len(batch.candidates) == 1
+    assert state.hits == 0 and not is_tabu(state, original.diff)
+
+
+def test_hits_count_every_skipped_candidate_across_steps() -> None:
+    stage = tabu()
+    state = stage.observe([decide(cand("- a"), Outcome.REJECTED)], stage.init(), CTX)
+    for n in range(1, 4):
+        batch, state = stage.update(Batch((cand("- A", author=f"w{n}"),)), state, CTX)
+        assert batch.candidates == ()
+        assert state.hits == n
+
+
+def test_memory_is_bounded_and_forgets_the_oldest_first() -> None:
+    stage = tabu(max_size=2)
+    rejects = [cand(f"- rule {i}") for i in range(3)]
+    state = stage.init()
+    for c in rejects:
+        state = stage.observe([decide(c, Outcome.REJECTED)], state, CTX)
+    assert [diff_id for _, diff_id in state.entries] == [rejects[1].diff.id, rejects[2].diff.id]
+    assert not is_tabu(state, rejects[0].diff)
+    assert is_tabu(state, rejects[1].diff) and is_tabu(state, rejects[2].diff)
+
+
+def test_a_fingerprint_seen_again_keeps_its_first_diff_and_place() -> None:
+    stage = tabu()
+    first, other, same = cand("- a", author="x"), cand("- b"), cand("- A", author="y")
+    state = stage.observe([decide(first, Outcome.REJECTED), decide(other, Outcome.REJECTED),
+                           decide(same, Outcome.REVERTED)], stage.init(), CTX)
+    assert state.entries == ((fingerprint(first.diff), first.diff.id), (fingerprint(other.diff), other.diff.id))
+
+
+def test_state_dict_round_trips_and_behaves_the_same_after_reload() -> None:
+    stage = tabu(max_size=3)
+    state = stage.init()
+    for i in range(4):
+        state = stage.observe([decide(cand(f"- rule {i}"), Outcome.REJECTED)], state, CTX)
+    _, state = stage.update(Batch((cand("- RULE 3", author="z"),)), state, CTX)
+    reloaded = stage.load(json.loads(json.dumps(state.to_dict())))
+    assert reloaded == state and reloaded.hits == 1
+    probe = Batch(tuple(cand(f"- Rule {i}", author="q") for i in range(5)))
+    assert stage.update(probe, reloaded, CTX) == stage.update(probe, state, CTX)
+    more = [decide(cand("- rule 9"), Outcome.DROPPED)]
+    assert stage.observe(more, reloaded, CTX) == stage.observe(more, state, CTX)
+
+
+@pytest.mark.parametrize("bad", [
+    {"entries": {"fp": "d1"}},
+    {"entries": [["fp"]]},
+    {"entries": [["fp", 3]]},
+    {"entries": [["fp", "d1"], ["fp", "d2"]]},
+    {"hits": -1},
+])
+def test_loading_a_malformed_state_dict_raises(bad: dict[str, object]) -> None:
+    with pytest.raises(StateDictError):
+        TabuState.load(bad)
+
+
+def test_max_size_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_size"):
+        tabu(max_size=0)
+
+
+def test_chain_of_tabu_and_govern_equals_the_stages_applied_by_hand() -> None:
+    t, g = tabu(), govern()
+    pipeline = chain(t, g)
+    rejected = cand("- old idea")
+    t_state = t.observe([decide(rejected, Outcome.REJECTED)], t.init(), CTX)
+    g_state = g.init()
+    c_state = ChainState(("tabu", "governance"), (t_state, g_state))
+    batch_in = Batch((cand("- Old idea.", author="bob"), cand("- new idea"), cand("- x", artifact="safety/policy"),
+                      cand("- h1", artifact="harness/main", delta=0.2), cand("- h2", artifact="harness/main")))
+
+    by_chain, chained = pipeline.update(batch_in, c_state, CTX)
+    mid, t_after = t.update(batch_in, t_state, CTX)
+    by_hand, g_after = g.update(mid, g_state, CTX)
+    assert by_chain == by_hand
+    assert chained == ChainState(("tabu", "governance"), (t_after, g_after))
+    assert [d.outcome for d in by_chain.decisions] == [Outcome.TABU, Outcome.REFUSED, Outcome.DEFERRED]
+
+    final = (*by_chain.decisions, decide(by_chain.candidates[1], Outcome.FULL_CHECK))
+    observed = pipeline.observe(final, chained, CTX)
+    assert observed == ChainState(("tabu", "governance"),
+                                  (t.observe(final, t_after, CTX), g.observe(final, g_after, CTX)))
+    assert dict(observed.states[1].pending) == {"harness/main": by_chain.candidates[1].diff.id}  # type: ignore[attr-defined]
+    assert pipeline.load(json.loads(json.dumps(observed.to_dict()))) == observed
