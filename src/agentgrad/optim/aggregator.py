@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.errors import StateDictError, UnknownArtifactError, UnknownVersionError
+from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError, UnknownVersionError
 from agentgrad.optim.base import Batch, Candidate, Context, Stage, StageState
 
 
@@ -70,7 +70,7 @@ class Aggregator:
         for candidate in batch_in:
             validate(candidate, ctx)
             if candidate.diff.id in seen:
-                raise ValueError(f"diff id {candidate.diff.id} appears twice in one step; diff ids must be unique")
+                raise ConfigError(f"diff id {candidate.diff.id} appears twice in one step; diff ids must be unique")
             seen.add(candidate.diff.id)
         batch, state = self.pipeline.update(Batch(batch_in), self.state, ctx)
         undecided = {c.diff.id for c in batch.candidates} - {

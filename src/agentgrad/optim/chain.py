@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgrad.core.decision import Decision
-from agentgrad.errors import StateDictError
+from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.optim.base import Batch, Context, Stage, StageState
 
 
@@ -29,7 +29,7 @@ def chain(*stages: Stage[Any], name: str = "chain") -> Stage[ChainState]:
     """
     names = tuple(s.name for s in stages)
     if len(set(names)) != len(names):
-        raise ValueError(f"stage names in a chain must be unique, got {names}")
+        raise ConfigError(f"stage names in a chain must be unique, got {names}")
 
     def init() -> ChainState:
         return ChainState(names, tuple(s.init() for s in stages))

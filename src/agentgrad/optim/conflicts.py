@@ -16,6 +16,7 @@ from itertools import groupby
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import fingerprint
 from agentgrad.core.ops import Op
+from agentgrad.errors import ConfigError
 from agentgrad.optim.base import Batch, Candidate, Context, EmptyState, Stage, stateless, verdict
 
 NAME = "conflicts"
@@ -130,7 +131,7 @@ def resolve_conflicts(*, contradicts: Contradicts | None = None, min_shared: int
     Keeps no state.
     """
     if min_shared < 1:
-        raise ValueError(f"{NAME}: min_shared must be >= 1, got {min_shared}")
+        raise ConfigError(f"{NAME}: min_shared must be >= 1, got {min_shared}")
 
     def update(batch: Batch, ctx: Context) -> Batch:
         ranked = sorted(batch.candidates, key=lambda c: (c.diff.artifact_id, _rank_key(c)))

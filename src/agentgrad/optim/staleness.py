@@ -17,7 +17,7 @@ from typing import Any
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import apply
 from agentgrad.core.rebase import Conflict, rebase
-from agentgrad.errors import ApplyConflictError, StateDictError, UnknownArtifactError, UnknownVersionError
+from agentgrad.errors import ApplyConflictError, ConfigError, StateDictError, UnknownArtifactError, UnknownVersionError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
 
 NAME = "staleness"
@@ -141,9 +141,9 @@ def drop_stale(*, alpha_max: int = 4, alpha_min: int = 0, half_rate: float = 1.0
     State: `StalenessState` (per-artifact commit rate and counters). Every decision carries lag, alpha and rate.
     """
     if not 0 <= alpha_min <= alpha_max:
-        raise ValueError(f"{NAME}: need 0 <= alpha_min <= alpha_max, got alpha_min={alpha_min}, alpha_max={alpha_max}")
+        raise ConfigError(f"{NAME}: need 0 <= alpha_min <= alpha_max, got alpha_min={alpha_min}, alpha_max={alpha_max}")
     if not (math.isfinite(half_rate) and half_rate > 0 and math.isfinite(decay) and decay > 0):
-        raise ValueError(f"{NAME}: half_rate and decay must be finite and > 0, got {half_rate!r}, {decay!r}")
+        raise ConfigError(f"{NAME}: half_rate and decay must be finite and > 0, got {half_rate!r}, {decay!r}")
 
     def update(batch: Batch, state: StalenessState, ctx: Context) -> tuple[Batch, StalenessState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, fingerprint
-from agentgrad.errors import StateDictError
+from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.optim.base import Batch, Candidate, Context, Stage, verdict
 
 NAME = "tabu"
@@ -79,7 +79,7 @@ def tabu(*, max_size: int = 10_000) -> Stage[TabuState]:
     fingerprints of REJECTED, DROPPED and REVERTED decisions.
     """
     if max_size < 1:
-        raise ValueError(f"{NAME}: max_size must be >= 1, got {max_size}")
+        raise ConfigError(f"{NAME}: max_size must be >= 1, got {max_size}")
 
     def update(batch: Batch, state: TabuState, ctx: Context) -> tuple[Batch, TabuState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import math
 
+from agentgrad.errors import ConfigError
+
 
 def _check(dt: float, what: str) -> float:
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt):
-        raise ValueError(f"FakeClock.{what} needs a finite number of seconds, got {dt!r}")
+        raise ConfigError(f"FakeClock.{what} needs a finite number of seconds, got {dt!r}")
     return float(dt)
 
 
@@ -36,7 +38,7 @@ class FakeClock:
         """Move the time forward by `dt` seconds; a negative `dt` is refused (the clock is monotonic)."""
         step = _check(dt, "advance")
         if step < 0:
-            raise ValueError(f"FakeClock.advance cannot go back in time (dt={dt!r})")
+            raise ConfigError(f"FakeClock.advance cannot go back in time (dt={dt!r})")
         self._now += step
 
     async def sleep(self, dt: float) -> None:

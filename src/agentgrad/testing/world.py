@@ -207,7 +207,7 @@ class ReferenceWorld:
     def split(self, name: str) -> tuple[str, ...]:
         """The task ids of split `name` ("train", "val" or "test")."""
         if name not in SPLITS:
-            raise ValueError(f"unknown split {name!r}; expected one of {SPLITS}")
+            raise ConfigError(f"unknown split {name!r}; expected one of {SPLITS}")
         ids: tuple[str, ...] = getattr(self, name)
         return ids
 
@@ -215,7 +215,7 @@ class ReferenceWorld:
         """The mean solve rate of skill `text` on a split."""
         ids = self.split(split)
         if not ids:
-            raise ValueError(f"split {split!r} has no tasks in this world")
+            raise ConfigError(f"split {split!r} has no tasks in this world")
         return sum(self.evaluate(text, ids).values()) / len(ids)
 
     def optimal_text(self) -> str:

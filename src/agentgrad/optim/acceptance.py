@@ -1,0 +1,162 @@
+"""`accept_if`: commit a diff only if its evidence shows a significant improvement.
+
+The test (see `stats.prob_improvement`): accept when P(improvement > margin) > 1 − δ, with δ read from a
+schedule of the artifact's head version. An exact tie is never accepted. Candidates that pass but cannot be
+committed yet are held: rebased ones for a re-check on the current head, L1 ones without a full held-out check,
+and (with `best_only`) every passer but the best one per artifact in this step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from agentgrad.core.artifact import Layer
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError
+from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
+from agentgrad.optim.schedules import Schedule, delta_schedule
+from agentgrad.optim.stats import SKEPTICAL_PRIOR, Posterior, check_margin, check_prior, posterior_summary
+
+STAGE = "accept"
+_HELD = (Outcome.RECHECK, Outcome.FULL_CHECK, Outcome.DEFERRED)
+
+
+def _load_counts(data: Mapping[str, Any], key: str) -> dict[str, int]:
+    counts = data.get(key, {})
+    if not isinstance(counts, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in counts.items()):
+        raise StateDictError(f"{STAGE}: {key!r} must map artifact ids to non-negative ints, got {counts!r}")
+    return dict(counts)
+
+
+@dataclass(frozen=True)
+class AcceptanceState:
+    """Per-artifact counts of the verdicts this stage gave: accepted, rejected, and held for more evidence."""
+
+    accepted: Mapping[str, int] = field(default_factory=dict)
+    rejected: Mapping[str, int] = field(default_factory=dict)
+    held: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("accepted", "rejected", "held"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"accepted": dict(self.accepted), "rejected": dict(self.rejected), "held": dict(self.held)}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> AcceptanceState:
+        """Read `to_dict` output back, refusing anything malformed (`StateDictError`)."""
+        if not isinstance(data, Mapping) or set(data) - {"accepted", "rejected", "held"}:
+            raise StateDictError(f"{STAGE}: unexpected state dict {data!r}")
+        return cls(_load_counts(data, "accepted"), _load_counts(data, "rejected"), _load_counts(data, "held"))
+
+    def counted(self, decisions: Sequence[Decision]) -> AcceptanceState:
+        """A new state with `decisions` added to the counts."""
+        accepted, rejected, held = dict(self.accepted), dict(self.rejected), dict(self.held)
+        for decision in decisions:
+            if decision.outcome is Outcome.ACCEPTED:
+                target = accepted
+            elif decision.outcome is Outcome.REJECTED:
+                target = rejected
+            elif decision.outcome in _HELD:
+                target = held
+            else:
+                continue
+            target[decision.artifact_id] = target.get(decision.artifact_id, 0) + 1
+        return AcceptanceState(accepted, rejected, held)
+
+
+def head_of(ctx: Context, artifact_id: str, stage: str = STAGE) -> Head:
+    """The head of `artifact_id` in `ctx`, or `UnknownArtifactError` naming the `stage` that asked."""
+    head = ctx.heads.get(artifact_id)
+    if head is None:
+        raise UnknownArtifactError(f"{stage}: no head for artifact {artifact_id!r} in the context")
+    return head
+
+
+def _judge(candidate: Candidate, post: Posterior, head: Head, min_examples: int) -> Decision | None:
+    """The verdict for one candidate, or None if it may be accepted (subject to `best_only`)."""
+    numbers = post.numbers()
+    if head.layer is Layer.L0:
+        return verdict(candidate, Outcome.REFUSED, STAGE, "the artifact is L0 (frozen): nothing may change it",
+                       numbers)
+    if post.n < min_examples:
+        return verdict(candidate, Outcome.REJECTED, STAGE,
+                       f"only {post.n} example(s), fewer than the {min_examples} required", numbers)
+    if not post.passes:
+        return verdict(candidate, Outcome.REJECTED, STAGE, f"not significant: {post.describe()}", numbers)
+    if candidate.recheck:
+        return verdict(candidate, Outcome.RECHECK, STAGE,
+                       f"passes on evidence from an older head ({post.describe()}); re-check on version "
+                       f"{head.version} before commit", numbers)
+    if head.layer is Layer.L1 and not candidate.evidence.full:
+        return verdict(candidate, Outcome.FULL_CHECK, STAGE,
+                       f"L1 change passes on a subset ({post.describe()}); needs a full held-out check", numbers)
+    return None
+
+
+def _rank(entry: tuple[Candidate, Posterior]) -> tuple[float, float, str]:
+    candidate, post = entry
+    return -post.p, -post.mean_delta, candidate.diff.id
+
+
+def _pick(passers: Sequence[tuple[Candidate, Posterior]], best_only: bool) -> dict[str, tuple[Candidate, Decision]]:
+    """ACCEPTED verdicts for the passers; with `best_only`, DEFERRED for all but the best per artifact."""
+    best: dict[str, tuple[Candidate, Posterior]] = {}
+    for entry in passers:
+        aid = entry[0].diff.artifact_id
+        if aid not in best or _rank(entry) < _rank(best[aid]):
+            best[aid] = entry
+    verdicts: dict[str, tuple[Candidate, Decision]] = {}
+    for candidate, post in passers:
+        winner = best[candidate.diff.artifact_id][0]
+        if best_only and winner is not candidate:
+            decision = verdict(candidate, Outcome.DEFERRED, STAGE,
+                               f"passes ({post.describe()}), but {winner.diff.id} is better this step and only one "
+                               "change per artifact is committed per step; it will be rebased", post.numbers())
+        else:
+            decision = verdict(candidate, Outcome.ACCEPTED, STAGE, f"significant: {post.describe()}",
+                               post.numbers())
+        verdicts[candidate.diff.id] = (candidate, decision)
+    return verdicts
+
+
+def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examples: int = 1,
+              prior: tuple[float, float] = SKEPTICAL_PRIOR, best_only: bool = True) -> Stage[AcceptanceState]:
+    """The acceptance test as a stage named "accept".
+
+    Args:
+        delta: the risk δ in (0, 0.5), or a `Schedule` of it read at the artifact's head version.
+        margin: the minimum improvement per differing pair, in [0, 1).
+        min_examples: fewer paired examples than this is a rejection.
+        prior: the Beta prior (a0, b0) of the win rate, a0 <= b0.
+        best_only: accept at most one diff per artifact per step; the other passers are DEFERRED.
+    Accepted candidates stay in the batch (the aggregator commits them); every other candidate is settled.
+    State: `AcceptanceState`, per-artifact verdict counts.
+    """
+    schedule, margin, prior = delta_schedule(delta), check_margin(margin), check_prior(prior)
+    if isinstance(min_examples, bool) or not isinstance(min_examples, int) or min_examples < 0:
+        raise ConfigError(f"min_examples must be a non-negative int, got {min_examples!r}")
+
+    def update(batch: Batch, state: AcceptanceState, ctx: Context) -> tuple[Batch, AcceptanceState]:
+        verdicts: dict[str, tuple[Candidate, Decision]] = {}
+        passers: list[tuple[Candidate, Posterior]] = []
+        for candidate in batch.candidates:
+            head = head_of(ctx, candidate.diff.artifact_id)
+            post = posterior_summary(candidate.evidence, delta=schedule(head.version), margin=margin, prior=prior)
+            decision = _judge(candidate, post, head, min_examples)
+            if decision is None:
+                passers.append((candidate, post))
+            else:
+                verdicts[candidate.diff.id] = (candidate, decision)
+        verdicts.update(_pick(passers, best_only))
+        ordered = {c.diff.id: verdicts[c.diff.id] for c in batch.candidates}
+        keep = [c for c, d in ordered.values() if d.outcome is Outcome.ACCEPTED]
+        return batch.settle(ordered, keep=keep), state.counted([d for _, d in ordered.values()])
+
+    return Stage(STAGE, AcceptanceState, update, AcceptanceState.load)
