@@ -58,3 +58,18 @@ class InvalidProposalError(AgentgradError, ValueError):
 
 class ConfigError(AgentgradError, ValueError):
     """A stage, schedule or run was configured with values it cannot work with (says which and why)."""
+
+
+class RewardError(AgentgradError):
+    """The reward function raised, or returned something that is not a number in [0, 1].
+
+    A grader bug is systemic, not a transient fault: the run stops at once and names the task.
+    """
+
+
+class RunFailedError(AgentgradError):
+    """Every call to the user's `run` failed: the run stops instead of reporting a silent zero-reward success."""
+
+
+class BudgetExhaustedError(AgentgradError):
+    """A budget ran out before the run could do anything useful (e.g. not one proposal was evaluated)."""

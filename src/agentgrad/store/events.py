@@ -1,0 +1,112 @@
+"""The run's event log and checkpoint table, in the run directory's SQLite database.
+
+Every dispatch, result, proposal, decision and commit is appended as it happens (JSON payloads, a growing
+sequence number), so a killed run can be resumed and an asynchronous run replayed and audited afterwards.
+`put`/`get` keep small named JSON documents (the run's configuration, the latest checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    at REAL NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
+CREATE TABLE IF NOT EXISTS run_state (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One logged event."""
+
+    seq: int
+    kind: str
+    at: float
+    payload: Mapping[str, Any]
+
+
+class EventLog:
+    """Append-only events and named JSON documents for one run directory (`<run_dir>/agentgrad.db`)."""
+
+    def __init__(self, run_dir: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        path = Path(run_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self._conn = sqlite3.connect(path / "agentgrad.db", timeout=30.0, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def append(self, kind: str, payload: Mapping[str, Any]) -> int:
+        """Append one event and return its sequence number (committed before this returns)."""
+        cursor = self._conn.execute("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)",
+                                    (kind, self.clock(), json.dumps(payload, ensure_ascii=False)))
+        return int(cursor.lastrowid or 0)
+
+    def append_many(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Append several events in one transaction."""
+        now = self.clock()
+        rows = [(kind, now, json.dumps(payload, ensure_ascii=False)) for kind, payload in events]
+        with self._transaction():
+            self._conn.executemany("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)", rows)
+
+    def _transaction(self) -> _Tx:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return _Tx(self._conn)
+
+    def read(self, kinds: Sequence[str] | None = None, *, after: int = 0) -> list[Event]:
+        """Events after sequence number `after`, optionally only of the given kinds, in order."""
+        sql = "SELECT seq, kind, at, payload FROM events WHERE seq > ?"
+        params: list[Any] = [after]
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+        rows = self._conn.execute(sql + " ORDER BY seq", params).fetchall()
+        return [Event(int(s), str(k), float(a), json.loads(p)) for s, k, a, p in rows]
+
+    def count(self, kind: str) -> int:
+        """How many events of `kind` there are."""
+        return int(self._conn.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0])
+
+    def put(self, key: str, value: Any) -> None:
+        """Store a named JSON document (replacing an older one)."""
+        self._conn.execute("INSERT OR REPLACE INTO run_state(key, value) VALUES (?, ?)",
+                           (key, json.dumps(value, ensure_ascii=False)))
+
+    def get(self, key: str) -> Any:
+        """A named JSON document, or None."""
+        row = self._conn.execute("SELECT value FROM run_state WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+
+class _Tx:
+    """Commit on success, roll back on error."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self.conn
+
+    def __exit__(self, kind: object, error: object, tb: object) -> None:
+        self.conn.execute("COMMIT" if kind is None else "ROLLBACK")

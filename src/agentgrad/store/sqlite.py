@@ -1,0 +1,358 @@
+"""`SQLiteStore`: the run's source of truth, an embedded SQLite database at ``<run_dir>/agentgrad.db``.
+
+It keeps content-addressed artifact versions, every diff with its evidence and decisions, and the `dev` and
+`stable` heads. Commits are compare-and-swap on the dev head inside one ``BEGIN IMMEDIATE`` transaction, so they
+hold across threads and processes that open the same run directory. Every committed version is mirrored to a bare
+git repository at ``<run_dir>/library.git`` (in batches; see `sync_git`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from agentgrad.core.artifact import Artifact, Kind, Layer, Version, content_hash, default_layer
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff, apply, fingerprint, invert
+from agentgrad.core.evidence import Evidence
+from agentgrad.core.ids import validate_id
+from agentgrad.errors import (
+    FrozenLayerError,
+    InvalidIdError,
+    InvalidOpError,
+    StaleHeadError,
+    UnknownArtifactError,
+    UnknownVersionError,
+)
+from agentgrad.store import codec, mirroring, tables
+from agentgrad.store.gitmirror import GitMirror
+
+DB_NAME = "agentgrad.db"
+GIT_NAME = "library.git"
+_TEXT_CACHE = 512
+
+
+def _check_commit(diff: Diff, decision: Decision) -> None:
+    codec.check_pair(diff, decision)
+    if Outcome(decision.outcome) is not Outcome.ACCEPTED:
+        raise InvalidOpError(f"commit needs an accepted decision on diff {diff.id!r}, got {decision.outcome}; "
+                             "store other verdicts with record()")
+
+
+class SQLiteStore:
+    """The versioned artifact store of one run directory.
+
+    Args:
+        run_dir: the run directory (created if missing); the database is ``run_dir/agentgrad.db``.
+        git: mirror committed versions to ``run_dir/library.git``.
+        clock: the time source for created-at stamps (and git commit times); `time.time` by default.
+        busy_timeout: seconds to wait for another writer before giving up.
+    State: one SQLite connection (guarded by a lock, so one store may be shared by threads), a cache of texts
+    by content hash, and the git mirror. Use as a context manager or call `close()` (which syncs the mirror).
+    """
+
+    def __init__(self, run_dir: str | Path, *, git: bool = True, clock: Callable[[], float] = time.time,
+                 busy_timeout: float = 30.0) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._texts: dict[str, str] = {}
+        self._conn = tables.connect(self.run_dir / DB_NAME, busy_timeout)
+        self._mirror: GitMirror | None = None
+        if git:
+            with self._write():  # serialises creating the repository with other openers
+                self._mirror = GitMirror(self.run_dir / GIT_NAME)
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE): all or nothing, one writer at a time across processes."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: one consistent snapshot for several queries."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Catch the git mirror up, then close the database and the repository."""
+        with self._lock:
+            try:
+                if self._mirror is not None:
+                    self.sync_git()
+            finally:
+                if self._mirror is not None:
+                    self._mirror.close()
+                    self._mirror = None
+                self._conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def _text(self, conn: sqlite3.Connection, text_hash: str) -> str:
+        text = self._texts.get(text_hash)
+        if text is None:
+            text = str(conn.execute("SELECT text FROM blobs WHERE hash = ?", (text_hash,)).fetchone()[0])
+            self._remember(text_hash, text)
+        return text
+
+    def _remember(self, text_hash: str, text: str) -> None:
+        if len(self._texts) >= _TEXT_CACHE:
+            self._texts.clear()
+        self._texts[text_hash] = text
+
+    def _put_blob(self, conn: sqlite3.Connection, text: str) -> str:
+        text_hash = content_hash(text)
+        conn.execute("INSERT OR IGNORE INTO blobs (hash, text) VALUES (?, ?)", (text_hash, text))
+        self._remember(text_hash, text)
+        return text_hash
+
+    # -- artifacts and versions -------------------------------------------------------------------------------
+
+    def add_artifact(self, artifact: Artifact) -> Version:
+        """Add `artifact` as version 0 on both branches; a no-op returning version 0 if it is already there.
+
+        Raises `InvalidIdError` if the id exists with other content, or would clash with another id as file
+        versus directory in the git tree (``"a"`` and ``"a/b"``).
+        """
+        now = self._clock()
+        with self._write() as c:
+            row = c.execute("SELECT kind, layer FROM artifacts WHERE id = ?", (artifact.id,)).fetchone()
+            if row is not None:
+                existing = Artifact(artifact.id, Kind(row[0]), tables.version(c, artifact.id, 0).text, Layer(row[1]))
+                if existing != artifact:
+                    raise InvalidIdError(f"artifact {artifact.id!r} already exists with other kind, layer or text")
+                return tables.version(c, artifact.id, 0)
+            tables.check_tree_path(c, artifact.id)
+            text_hash = self._put_blob(c, artifact.text)
+            layer = Layer(artifact.layer) if artifact.layer is not None else default_layer(artifact.kind)
+            c.execute("INSERT INTO artifacts (id, kind, layer, created) VALUES (?, ?, ?, ?)",
+                      (artifact.id, artifact.kind.value, layer.value, now))
+            c.execute(tables.INSERT_VERSION, (artifact.id, 0, text_hash, None, now))
+            c.executemany("INSERT INTO heads (artifact_id, branch, number) VALUES (?, ?, 0)",
+                          [(artifact.id, b) for b in tables.BRANCHES])
+            tables.log_stable(c, f"add {artifact.id}", now)
+        return Version(artifact.id, 0, artifact.text, None, text_hash)
+
+    def artifact(self, artifact_id: str, branch: str = "dev") -> Artifact:
+        """The artifact with its text at the head of `branch`."""
+        with self._read() as c:
+            head = tables.head(c, artifact_id, branch)
+            return Artifact(artifact_id, Kind(head.kind), self._text(c, head.hash), Layer(head.layer))
+
+    def artifact_ids(self) -> list[str]:
+        """Every artifact id, sorted."""
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT id FROM artifacts ORDER BY id").fetchall()]
+
+    def head(self, artifact_id: str, branch: str = "dev") -> Version:
+        """The version at the head of `branch`."""
+        with self._read() as c:
+            head = tables.head(c, artifact_id, branch)
+            return Version(artifact_id, head.number, self._text(c, head.hash), head.diff_id, head.hash)
+
+    def heads(self, branch: str = "dev") -> dict[str, Version]:
+        """The head version of every artifact on `branch`, by artifact id."""
+        sql = (f"{tables.VERSIONS} JOIN heads h ON h.artifact_id = v.artifact_id AND h.number = v.number "
+               "WHERE h.branch = ? ORDER BY v.artifact_id")
+        with self._lock:
+            rows = self._conn.execute(sql, (tables.check_branch(branch),)).fetchall()
+        return {r[0]: Version(*r) for r in rows}
+
+    def version(self, artifact_id: str, number: int) -> Version:
+        """Version `number` of an artifact."""
+        with self._read() as c:
+            return tables.version(c, artifact_id, number)
+
+    def history(self, artifact_id: str) -> list[Version]:
+        """Every version of an artifact, oldest first."""
+        with self._read() as c:
+            tables.head(c, artifact_id)
+            rows = c.execute(f"{tables.VERSIONS} WHERE v.artifact_id = ? ORDER BY v.number", (artifact_id,)).fetchall()
+        return [Version(*r) for r in rows]
+
+    # -- writes -----------------------------------------------------------------------------------------------
+
+    def commit(self, diff: Diff, evidence: Evidence, decision: Decision, *, expected: int | None = None) -> Version:
+        """Apply `diff` to the dev head and make it the new head, storing its evidence and decision.
+
+        Compare-and-swap: the dev head must be at `expected` (default `diff.base_version`), else
+        `StaleHeadError`. L0 artifacts raise `FrozenLayerError`; ops that do not apply raise
+        `ApplyConflictError`. Any error writes nothing.
+        """
+        _check_commit(diff, decision)
+        now = self._clock()
+        with self._write() as c:
+            return self._commit_in(c, diff, evidence, decision, expected, now)
+
+    def commit_many(self, items: Sequence[tuple[Diff, Evidence, Decision]]) -> list[Version]:
+        """`commit` each item in order, all in one transaction: either every item is committed or none is."""
+        items = list(items)
+        for diff, _, decision in items:
+            _check_commit(diff, decision)
+        now = self._clock()
+        with self._write() as c:
+            return [self._commit_in(c, d, e, k, None, now) for d, e, k in items]
+
+    def _commit_in(self, conn: sqlite3.Connection, diff: Diff, evidence: Evidence, decision: Decision,
+                   expected: int | None, now: float) -> Version:
+        head = tables.head(conn, diff.artifact_id)
+        if head.layer == Layer.L0.value:
+            raise FrozenLayerError(f"artifact {diff.artifact_id!r} is L0 (frozen); diff {diff.id!r} refused")
+        want = diff.base_version if expected is None else expected
+        if head.number != want:
+            raise StaleHeadError(f"{diff.artifact_id!r}: dev head is v{head.number}, not v{want} "
+                                 f"(diff {diff.id!r}); rebase and try again")
+        text = apply(diff, self._text(conn, head.hash))
+        text_hash = self._put_blob(conn, text)
+        tables.put_diff(conn, diff, now, committing=True)
+        tables.put_evidence(conn, diff.id, evidence)
+        tables.put_decision(conn, decision, now)
+        number = head.number + 1
+        conn.execute(tables.INSERT_VERSION, (diff.artifact_id, number, text_hash, diff.id, now))
+        conn.execute("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'dev'", (number, diff.artifact_id))
+        return Version(diff.artifact_id, number, text, diff.id, text_hash)
+
+    def record(self, diff: Diff, evidence: Evidence, decision: Decision) -> None:
+        """Store a diff, its evidence and a verdict other than accepted, to answer why-questions later.
+
+        Idempotent: the same diff again is kept once, and a decision equal to the diff's latest one is not
+        repeated. A different diff under an existing id raises `InvalidIdError`.
+        """
+        codec.check_pair(diff, decision)
+        if Outcome(decision.outcome) is Outcome.ACCEPTED:
+            raise InvalidOpError(f"record() keeps verdicts other than accepted; commit diff {diff.id!r} instead")
+        now = self._clock()
+        with self._write() as c:
+            tables.head(c, diff.artifact_id)
+            tables.put_diff(c, diff, now, committing=False)
+            tables.put_evidence(c, diff.id, evidence)
+            if tables.get_decisions(c, [("diff_id", diff.id)], last=True) != [decision]:
+                tables.put_decision(c, decision, now)
+
+    def revert(self, artifact_id: str, *, reason: str, expected: int | None = None) -> Version:
+        """Commit the inverse of the diff that made the dev head, and record a REVERTED decision on that diff.
+
+        `expected`, if given, is the dev head the caller saw (compare-and-swap). Raises `UnknownVersionError`
+        when the head is version 0 (nothing to revert).
+        """
+        now = self._clock()
+        with self._write() as c:
+            head = tables.head(c, artifact_id)
+            if head.diff_id is None:
+                raise UnknownVersionError(f"artifact {artifact_id!r} is at version 0; there is nothing to revert")
+            original = tables.get_diff(c, head.diff_id)
+            inverse = invert(original, tables.version(c, artifact_id, head.number - 1).text)
+            inverse = Diff(artifact_id, head.number, inverse.ops, author=original.author,
+                           rationale=f"revert {original.id}: {reason}")
+            numbers = {"reverted_version": head.number}
+            accept = Decision(inverse.id, artifact_id, Outcome.ACCEPTED, "revert", reason, numbers,
+                              fingerprint(inverse))
+            version = self._commit_in(c, inverse, Evidence((), base_version=head.number), accept,
+                                      head.number if expected is None else expected, now)
+            reverted = Decision(original.id, artifact_id, Outcome.REVERTED, "revert", reason,
+                                {**numbers, "revert_version": version.number}, fingerprint(original))
+            tables.put_decision(c, reverted, now)
+        return version
+
+    def promote(self, artifact_ids: Sequence[str] | None = None, *,
+                expected: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Set the stable head to the dev head (all artifacts, or `artifact_ids`); return the promoted versions.
+
+        `expected` maps artifact ids to the dev versions the caller checked (e.g. on held-out data); if a dev head
+        has moved past it, `StaleHeadError` is raised and nothing changes. Moves the git `stable` branch too.
+        """
+        now = self._clock()
+        with self._write() as c:
+            dev, stable = tables.branch_numbers(c, "dev"), tables.branch_numbers(c, "stable")
+            ids = sorted(dev) if artifact_ids is None else [validate_id(a) for a in artifact_ids]
+            for artifact_id in [*ids, *(expected or {})]:
+                if artifact_id not in dev:
+                    raise UnknownArtifactError(f"cannot promote unknown artifact {artifact_id!r}")
+            for artifact_id, number in (expected or {}).items():
+                if dev[artifact_id] != number:
+                    raise StaleHeadError(f"{artifact_id!r}: dev head is v{dev[artifact_id]}, not the checked "
+                                         f"v{number}; nothing promoted")
+            changed = [a for a in ids if stable[a] != dev[a]]
+            c.executemany("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'stable'",
+                          [(dev[a], a) for a in changed])
+            if changed:
+                tables.log_stable(c, "promote " + ", ".join(f"{a} v{dev[a]}" for a in changed), now)
+        if self._mirror is not None:
+            self.sync_git()
+        return {a: dev[a] for a in ids}
+
+    # -- reading the log --------------------------------------------------------------------------------------
+
+    def diff(self, diff_id: str) -> Diff:
+        """The stored diff with this id (`UnknownVersionError` if there is none)."""
+        with self._read() as c:
+            return tables.get_diff(c, diff_id)
+
+    def evidence(self, diff_id: str) -> Evidence:
+        """The evidence stored with a diff (the latest, if it was recorded more than once)."""
+        with self._read() as c:
+            return tables.get_evidence(c, diff_id)
+
+    def decisions(self, *, diff_id: str | None = None, artifact_id: str | None = None,
+                  outcome: Outcome | str | None = None) -> list[Decision]:
+        """Every stored decision matching the filters, oldest first."""
+        filters = (("diff_id", diff_id), ("artifact_id", artifact_id),
+                   ("outcome", None if outcome is None else Outcome(outcome).value))
+        with self._lock:
+            return tables.get_decisions(self._conn, filters)
+
+    def why(self, diff_id: str) -> dict[str, Any]:
+        """Why a diff is where it is: the diff, a summary of its evidence, its decisions and its version if any."""
+        with self._read() as c:
+            diff = tables.get_diff(c, diff_id)
+            evidence = tables.get_evidence(c, diff_id)
+            committed = c.execute("SELECT number FROM versions WHERE diff_id = ?", (diff_id,)).fetchone()
+            decisions = tables.get_decisions(c, [("diff_id", diff_id)])
+        return {"diff": diff.to_dict(), "evidence": codec.summarise(evidence),
+                "decisions": [d.to_dict() for d in decisions],
+                "version": committed[0] if committed is not None else None}
+
+    # -- git mirror -------------------------------------------------------------------------------------------
+
+    def sync_git(self, *, batch: int = 2000) -> int:
+        """Write every committed version (and stable move) not yet mirrored to git; return the commits written.
+
+        `batch` versions go into each git pack. Without a mirror (``git=False``) this writes nothing and returns 0.
+        """
+        with self._lock:
+            if self._mirror is None:
+                return 0
+            return mirroring.sync(self._conn, self._mirror, self._write, batch=batch)
+
+    def git_lag(self) -> int:
+        """How many committed versions the git mirror is behind."""
+        with self._lock:
+            return mirroring.lag(self._conn)

@@ -1,0 +1,183 @@
+"""The SQL of the store, one function per statement group, all on a connection the caller holds.
+
+No function here opens or ends a transaction: `SQLiteStore` wraps them in one (BEGIN IMMEDIATE for writes).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agentgrad.core.artifact import Version
+from agentgrad.core.decision import Decision
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence
+from agentgrad.core.ids import validate_id
+from agentgrad.errors import InvalidIdError, StateDictError, UnknownArtifactError, UnknownVersionError
+from agentgrad.store import codec
+
+SCHEMA_VERSION = 1
+BRANCHES = ("dev", "stable")
+
+_HEAD = """
+SELECT a.kind, a.layer, h.number, v.hash, v.diff_id FROM artifacts a
+JOIN heads h ON h.artifact_id = a.id AND h.branch = ?
+JOIN versions v ON v.artifact_id = a.id AND v.number = h.number
+WHERE a.id = ?
+"""
+VERSIONS = "SELECT v.artifact_id, v.number, b.text, v.diff_id, v.hash FROM versions v JOIN blobs b ON b.hash = v.hash"
+INSERT_VERSION = "INSERT INTO versions (artifact_id, number, hash, diff_id, created) VALUES (?, ?, ?, ?, ?)"
+_INSERT_DECISION = f"INSERT INTO decisions ({codec.DECISION_COLUMNS}, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+class Head(NamedTuple):
+    """The head of one artifact on one branch, as stored (text by hash)."""
+
+    kind: str
+    layer: str
+    number: int
+    hash: str
+    diff_id: str | None
+
+
+def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """Open (and if new, create) the database with WAL, synchronous=NORMAL, a busy timeout and foreign keys.
+
+    The connection is in autocommit mode (``isolation_level=None``): transactions are explicit.
+    """
+    conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found > SCHEMA_VERSION:
+            raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
+        if found < SCHEMA_VERSION:
+            schema = resources.files("agentgrad.store").joinpath("schema.sql").read_text("utf-8")
+            conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def check_branch(branch: str) -> str:
+    """`branch` if it is ``dev`` or ``stable``, else `InvalidIdError`."""
+    if branch not in BRANCHES:
+        raise InvalidIdError(f"unknown branch {branch!r}; expected one of {BRANCHES}")
+    return branch
+
+
+def head(conn: sqlite3.Connection, artifact_id: str, branch: str = "dev") -> Head:
+    """The head of `artifact_id` on `branch` (`UnknownArtifactError` if there is no such artifact)."""
+    row = conn.execute(_HEAD, (check_branch(branch), validate_id(artifact_id))).fetchone()
+    if row is None:
+        raise UnknownArtifactError(f"unknown artifact {artifact_id!r}")
+    return Head(*row)
+
+
+def branch_numbers(conn: sqlite3.Connection, branch: str) -> dict[str, int]:
+    """{artifact_id: head version number} on `branch`."""
+    rows = conn.execute("SELECT artifact_id, number FROM heads WHERE branch = ?", (check_branch(branch),))
+    return dict(rows.fetchall())
+
+
+def version(conn: sqlite3.Connection, artifact_id: str, number: int) -> Version:
+    """Version `number` of an artifact (`UnknownArtifactError` / `UnknownVersionError` if missing)."""
+    row = conn.execute(VERSIONS + " WHERE v.artifact_id = ? AND v.number = ?",
+                       (validate_id(artifact_id), number)).fetchone()
+    if row is None:
+        head(conn, artifact_id)
+        raise UnknownVersionError(f"artifact {artifact_id!r} has no version {number}")
+    return Version(*row)
+
+
+def check_tree_path(conn: sqlite3.Connection, artifact_id: str) -> None:
+    """Refuse an id that would be a file and a directory at once in the git tree (``a`` and ``a/b``)."""
+    parts = artifact_id.split("/")
+    clash = conn.execute("SELECT id FROM artifacts WHERE id > ? AND id < ? LIMIT 1",  # ids under artifact_id/
+                         (artifact_id + "/", artifact_id + "0")).fetchone()
+    for depth in range(1, len(parts)):
+        clash = clash or conn.execute("SELECT id FROM artifacts WHERE id = ?", ("/".join(parts[:depth]),)).fetchone()
+    if clash is not None:
+        raise InvalidIdError(f"artifact id {artifact_id!r} clashes with {clash[0]!r}: one would be a file and a "
+                             "directory at once in the git mirror")
+
+
+def log_stable(conn: sqlite3.Connection, reason: str, now: float) -> None:
+    """Note that the stable branch changed (for the git mirror): its state now and the last version seq."""
+    upto = conn.execute("SELECT max(seq) FROM versions").fetchone()[0]
+    conn.execute("INSERT INTO stable_log (upto, state, reason, created) VALUES (?, ?, ?, ?)",
+                 (upto, codec.state_json(branch_numbers(conn, "stable")), reason, now))
+
+
+def put_diff(conn: sqlite3.Connection, diff: Diff, now: float, *, committing: bool) -> None:
+    """Store `diff` under its id: the same content again is a no-op, a rebase of it (same id, later base)
+    replaces it until it is committed; anything else under a used id raises `InvalidIdError`."""
+    body = codec.diff_json(diff)
+    row = conn.execute("SELECT d.body, v.number FROM diffs d LEFT JOIN versions v ON v.diff_id = d.id "
+                       "WHERE d.id = ?", (diff.id,)).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO diffs (id, artifact_id, body, created) VALUES (?, ?, ?, ?)",
+                     (diff.id, diff.artifact_id, body, now))
+        return
+    stored, committed_as = row
+    if committed_as is not None and (committing or stored != body):
+        raise InvalidIdError(f"diff {diff.id!r} is already committed as v{committed_as} of {diff.artifact_id!r}")
+    if stored != body:
+        if not codec.is_rebase_of(diff, codec.diff_from_json(stored)):
+            raise InvalidIdError(f"diff id {diff.id!r} is already used by a different diff")
+        conn.execute("UPDATE diffs SET body = ? WHERE id = ?", (body, diff.id))
+
+
+def put_evidence(conn: sqlite3.Connection, diff_id: str, evidence: Evidence) -> None:
+    """Store `evidence` as the evidence of `diff_id`, replacing any earlier one."""
+    old = conn.execute("SELECT n_rows FROM evidence WHERE diff_id = ?", (diff_id,)).fetchone()
+    if old is not None and old[0]:
+        conn.execute("DELETE FROM evidence_rows WHERE diff_id = ?", (diff_id,))
+    conn.execute("INSERT OR REPLACE INTO evidence VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 codec.evidence_summary(diff_id, evidence))
+    conn.executemany("INSERT INTO evidence_rows VALUES (?, ?, ?, ?, ?)", codec.evidence_rows(diff_id, evidence))
+
+
+def put_decision(conn: sqlite3.Connection, decision: Decision, now: float) -> None:
+    """Append `decision` to the log."""
+    conn.execute(_INSERT_DECISION, codec.decision_params(decision, now))
+
+
+def get_diff(conn: sqlite3.Connection, diff_id: str) -> Diff:
+    """The stored diff `diff_id` (`UnknownVersionError` if there is none)."""
+    row = conn.execute("SELECT body FROM diffs WHERE id = ?", (validate_id(diff_id, what="diff id"),)).fetchone()
+    if row is None:
+        raise UnknownVersionError(f"unknown diff {diff_id!r}")
+    return codec.diff_from_json(row[0])
+
+
+def get_evidence(conn: sqlite3.Connection, diff_id: str) -> Evidence:
+    """The evidence stored with `diff_id`."""
+    summary = conn.execute("SELECT base_version, full, cost, tokens, traces FROM evidence WHERE diff_id = ?",
+                           (diff_id,)).fetchone()
+    if summary is None:
+        get_diff(conn, diff_id)
+        raise UnknownVersionError(f"diff {diff_id!r} has no evidence stored")
+    rows = conn.execute("SELECT task_id, base, candidate FROM evidence_rows WHERE diff_id = ? ORDER BY idx",
+                        (diff_id,)).fetchall()
+    return codec.evidence_from_rows(summary, rows)
+
+
+def get_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]], *, last: bool = False
+                  ) -> list[Decision]:
+    """Decisions where every (column, value) of `filters` matches (None values ignored), in log order.
+
+    With `last`, only the most recent match (or none).
+    """
+    used = [(column, value) for column, value in filters if value is not None]
+    where = " AND ".join(f"{column} = ?" for column, _ in used)
+    sql = f"SELECT {codec.DECISION_COLUMNS} FROM decisions" + (f" WHERE {where}" if where else "")
+    sql += " ORDER BY seq DESC LIMIT 1" if last else " ORDER BY seq"
+    return [codec.decision_from_row(r) for r in conn.execute(sql, [v for _, v in used]).fetchall()]
