@@ -139,3 +139,16 @@ def test_chain_of_tabu_and_govern_equals_the_stages_applied_by_hand() -> None:
                                   (t.observe(final, t_after, CTX), g.observe(final, g_after, CTX)))
     assert dict(observed.states[1].pending) == {"harness/main": by_chain.candidates[1].diff.id}  # type: ignore[attr-defined]
     assert pipeline.load(json.loads(json.dumps(observed.to_dict()))) == observed
+
+
+def test_a_rejection_whose_evidence_leaned_in_favour_is_not_made_tabu() -> None:
+    stage = tabu()
+    promising = Diff("skills/s", 0, (Op.add("rule", "- promising"),))
+    harmful = Diff("skills/s", 0, (Op.add("rule", "- harmful"),))
+    decisions = [
+        Decision(promising.id, "skills/s", Outcome.REJECTED, "accept", "thin", {"p": 0.9}, fingerprint(promising)),
+        Decision(harmful.id, "skills/s", Outcome.REJECTED, "accept", "against", {"p": 0.1}, fingerprint(harmful)),
+    ]
+    state = stage.observe(decisions, stage.init(), Context({}))
+    assert not is_tabu(state, promising)
+    assert is_tabu(state, harmful)

@@ -8,7 +8,7 @@ the accepted candidates is the store's job (the only write path).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,10 @@ class Aggregator:
         self.state = self.pipeline.observe(batch.decisions, state, ctx)
         self.steps += 1
         return StepResult(batch.candidates, batch.decisions, batch.held)
+
+    def observe(self, decisions: Sequence[Decision], ctx: Context) -> None:
+        """Let every stage learn from verdicts reached outside a step (a gate's screen, a revert)."""
+        self.state = self.pipeline.observe(decisions, self.state, ctx)
 
     def state_dict(self) -> dict[str, Any]:
         """A JSON-ready snapshot of the aggregator (no live objects)."""

@@ -62,6 +62,18 @@ class TabuState:
         return cls(tuple((e[0], e[1]) for e in entries), hits)
 
 
+def _against(decision: Decision) -> bool:
+    """True for verdicts whose evidence speaks against the change (not merely too thin to accept it).
+
+    A rejection for lack of significance where the evidence still leaned in favour (P(gain) >= 0.5) is not made
+    tabu: a noisy loss on thin evidence must not ban a right edit for good. Everything DROPPED or REVERTED is.
+    """
+    if decision.outcome not in TURNED_DOWN:
+        return False
+    p = decision.numbers.get("p")
+    return decision.outcome is not Outcome.REJECTED or p is None or p < 0.5
+
+
 def is_tabu(state: TabuState, diff: Diff) -> bool:
     """True if a change equal to `diff` (same fingerprint) was already rejected, dropped or reverted.
 
@@ -93,7 +105,7 @@ def tabu(*, max_size: int = 10_000) -> Stage[TabuState]:
     def observe(decisions: Sequence[Decision], state: TabuState, ctx: Context) -> TabuState:
         entries = dict(state.entries)
         for decision in decisions:
-            if decision.outcome in TURNED_DOWN and decision.fingerprint and decision.fingerprint not in entries:
+            if _against(decision) and decision.fingerprint and decision.fingerprint not in entries:
                 entries[decision.fingerprint] = decision.diff_id
         kept = list(entries.items())[-max_size:]
         return replace(state, entries=tuple(kept))

@@ -84,6 +84,10 @@ class EventLog:
         rows = self._conn.execute(sql + " ORDER BY seq", params).fetchall()
         return [Event(int(s), str(k), float(a), json.loads(p)) for s, k, a, p in rows]
 
+    def last_seq(self) -> int:
+        """The sequence number of the newest event (0 when there is none)."""
+        return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+
     def count(self, kind: str) -> int:
         """How many events of `kind` there are."""
         return int(self._conn.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0])

@@ -1,0 +1,136 @@
+"""Budgets counted exactly: every call reserves what it may spend before it is dispatched.
+
+`Budget` is the limit (a value); `Meter` is the running account (a stateful object with `state_dict`). A call
+reserves its resources up front (`reserve`), then settles the actual spend (`settle`) or gives the reservation
+back (`release`). Because nothing is dispatched without a reservation, a run never overshoots a count budget;
+token and cost budgets reserve a per-call upper bound, so they hold whenever calls stay within that bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from agentgrad.errors import ConfigError, StateDictError
+
+
+class OutOfBudget(Exception):
+    """Raised inside the runtime when a reservation fails: the worker that hit it stops dispatching."""
+
+
+KINDS = ("rollouts", "proposals", "gate_evals", "tokens", "cost", "wall_time")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of a run; None means unlimited, but at least one count or time limit must be set.
+
+    Args:
+        rollouts: calls of `run` on training tasks.
+        proposals: calls of `propose`.
+        gate_evals: calls of `run` on validation tasks made by the acceptance gate.
+        tokens, cost: model usage, as reported by the user's functions (see `Usage`).
+        wall_time: seconds of run time, summed over resumes.
+        tokens_per_call, cost_per_call: the upper bound reserved for each call while tokens or cost are limited.
+    """
+
+    rollouts: int | None = None
+    proposals: int | None = None
+    gate_evals: int | None = None
+    tokens: int | None = None
+    cost: float | None = None
+    wall_time: float | None = None
+    tokens_per_call: int = 4096
+    cost_per_call: float = 0.05
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"Budget.{item.name} must be a finite number >= 0, got {value!r}")
+        if all(getattr(self, k) is None for k in KINDS):
+            raise ConfigError("a Budget needs at least one limit (rollouts, proposals, gate_evals, tokens, cost "
+                              "or wall_time); an unlimited run would never stop")
+
+    def limit(self, kind: str) -> float:
+        """The limit of `kind` (inf when unlimited)."""
+        value = getattr(self, kind)
+        return math.inf if value is None else float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
+class Meter:
+    """The account of a run against its `Budget`: used and reserved amounts per kind.
+
+    Used only from the runtime's event loop (no locks needed). `state_dict()` keeps the used amounts; a resumed
+    run starts with those, and reservations that were in flight when a process died count as used.
+    """
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.used: dict[str, float] = dict.fromkeys(KINDS, 0.0)
+        self.reserved: dict[str, float] = dict.fromkeys(KINDS, 0.0)
+
+    def _check(self, amounts: Mapping[str, float]) -> None:
+        for kind, amount in amounts.items():
+            if kind not in self.used or amount < 0:
+                raise ConfigError(f"unknown budget kind or negative amount: {kind}={amount!r}")
+
+    def can_reserve(self, amounts: Mapping[str, float]) -> bool:
+        """True if every amount fits next to what is used and reserved."""
+        self._check(amounts)
+        return all(self.used[k] + self.reserved[k] + a <= self.budget.limit(k) + 1e-9 for k, a in amounts.items())
+
+    def reserve(self, amounts: Mapping[str, float]) -> bool:
+        """Reserve all `amounts` or nothing; False when any would exceed its limit."""
+        if not self.can_reserve(amounts):
+            return False
+        for kind, amount in amounts.items():
+            self.reserved[kind] += amount
+        return True
+
+    def release(self, amounts: Mapping[str, float]) -> None:
+        """Give a reservation back unused (the call never started)."""
+        self._check(amounts)
+        for kind, amount in amounts.items():
+            self.reserved[kind] = max(0.0, self.reserved[kind] - amount)
+
+    def settle(self, reserved: Mapping[str, float], actual: Mapping[str, float]) -> None:
+        """Turn a reservation into actual use (actual amounts may be smaller than reserved)."""
+        self.release(reserved)
+        self._check(actual)
+        for kind, amount in actual.items():
+            self.used[kind] += amount
+
+    def add_time(self, seconds: float) -> None:
+        """Count elapsed run time."""
+        self.used["wall_time"] += max(0.0, seconds)
+
+    def remaining(self, kind: str) -> float:
+        """What is left of `kind` after used and reserved amounts."""
+        return self.budget.limit(kind) - self.used[kind] - self.reserved[kind]
+
+    def exhausted(self) -> list[str]:
+        """The kinds whose limit is fully used (nothing more can be reserved)."""
+        return [k for k in KINDS if self.used[k] >= self.budget.limit(k) - 1e-9]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Used amounts, with reservations in flight counted as used (they may have been spent)."""
+        return {"used": {k: self.used[k] + self.reserved[k] for k in KINDS}}
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> None:
+        """Restore used amounts (validated before anything changes)."""
+        used = data.get("used")
+        if not isinstance(used, Mapping) or set(used) != set(KINDS):
+            raise StateDictError(f"meter state needs 'used' with keys {KINDS}, got {used!r}")
+        values = {k: float(used[k]) for k in KINDS}
+        if any(not math.isfinite(v) or v < 0 for v in values.values()):
+            raise StateDictError(f"meter used amounts must be finite and >= 0, got {values}")
+        self.used = values
+        self.reserved = dict.fromkeys(KINDS, 0.0)

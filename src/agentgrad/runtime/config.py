@@ -1,0 +1,122 @@
+"""Run configuration: small frozen values that `evolve()` takes instead of dozens of keyword arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from agentgrad.errors import ConfigError
+from agentgrad.optim.schedules import Schedule
+from agentgrad.runtime.gate import GateConfig
+
+
+class StalePolicy(str, Enum):
+    """What happens to a diff whose base is too old to rebase (or whose rebase conflicts).
+
+    KEEP: rebase whatever the lag (only a conflict drops it); DISCARD: drop it with its evidence kept;
+    REPAIR: hand it to the `repair` callback, which re-anchors it on the current head; the result is re-checked.
+    """
+
+    KEEP = "keep"
+    DISCARD = "discard"
+    REPAIR = "repair"
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Concurrency per stage, each its own knob.
+
+    Args:
+        rollout: concurrent rollouts on training tasks.
+        propose: concurrent `propose` calls.
+        gate: candidates evaluated at once by the gate.
+        slots: the most concurrent calls of the user's `run`, over rollouts and gate evaluations together
+            (default: rollout + gate). `run` is never called with more concurrency than this.
+        threads: the thread pool for synchronous user functions.
+    """
+
+    rollout: int = 4
+    propose: int = 2
+    gate: int = 2
+    slots: int | None = None
+    threads: int = 32
+
+    def __post_init__(self) -> None:
+        for name in ("rollout", "propose", "gate", "threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"Workers.{name} must be an int >= 1, got {value!r}")
+        if self.slots is not None and (not isinstance(self.slots, int) or self.slots < 1):
+            raise ConfigError(f"Workers.slots must be an int >= 1 or None, got {self.slots!r}")
+
+    @property
+    def run_slots(self) -> int:
+        return self.slots if self.slots is not None else self.rollout + self.gate
+
+    @classmethod
+    def of(cls, value: int | Workers) -> Workers:
+        """`Workers` from an int (that many rollout workers, and slots to match) or as given."""
+        if isinstance(value, Workers):
+            return value
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"workers must be an int >= 1 or a Workers value, got {value!r}")
+        return cls(rollout=value, propose=max(1, value // 2), gate=max(1, value // 2))
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """How far workers may lag behind the head.
+
+    Args:
+        async_ratio: a worker refreshes its snapshot once the head is more than this many versions ahead.
+        alpha_max: the most versions a diff may lag and still be rebased (on a cold artifact).
+        policy: keep, discard or repair diffs that are too stale.
+        repair: for REPAIR, `repair(diff_dict, head_text)` returning a new proposal for the current head.
+    """
+
+    async_ratio: int = 0
+    alpha_max: int = 4
+    policy: StalePolicy = StalePolicy.DISCARD
+    repair: Callable[..., Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", StalePolicy(self.policy))
+        if self.async_ratio < 0 or self.alpha_max < 0:
+            raise ConfigError(f"async_ratio and alpha_max must be >= 0, got {self.async_ratio}, {self.alpha_max}")
+        if self.policy is StalePolicy.REPAIR and self.repair is None:
+            raise ConfigError("Staleness(policy='repair') needs a repair callback")
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The acceptance rule: commit only if P(improvement > margin) > 1 − δ."""
+
+    delta: float | Schedule = 0.05
+    margin: float = 0.02
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything about how a run spends its budget, apart from the budget itself."""
+
+    workers: Workers = field(default_factory=Workers)
+    staleness: Staleness = field(default_factory=Staleness)
+    gate: GateConfig = field(default_factory=GateConfig)
+    acceptance: Acceptance = field(default_factory=Acceptance)
+    timeout: float = 120.0
+    asynchronous: bool = True
+    seed: int = 0
+    max_batch: int = 16
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description, stored with the run."""
+        w, s, g, a = self.workers, self.staleness, self.gate, self.acceptance
+        delta = a.delta if isinstance(a.delta, float) else a.delta.to_dict()
+        return {"workers": {"rollout": w.rollout, "propose": w.propose, "gate": w.gate, "slots": w.run_slots},
+                "staleness": {"async_ratio": s.async_ratio, "alpha_max": s.alpha_max, "policy": s.policy.value},
+                "gate": {"chunk": g.chunk, "screen": g.screen, "early_stop": g.early_stop,
+                         "max_examples": g.max_examples},
+                "acceptance": {"delta": delta, "margin": a.margin}, "timeout": self.timeout,
+                "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch}

@@ -1,0 +1,171 @@
+"""`evolve()`: one call from an agent, a dataset and a scoring rule to a better agent."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agentgrad.core.artifact import Artifact, Kind
+from agentgrad.data.splits import Splits, split
+from agentgrad.data.task import Task
+from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.optim.aggregator import Aggregator
+from agentgrad.optim.recipes import default
+from agentgrad.runtime.async_loop import run_async
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
+from agentgrad.runtime.engine import Callback, Engine, UserFunctions, held_out
+from agentgrad.runtime.result import Result, RunUsage
+from agentgrad.runtime.resume import restore
+from agentgrad.runtime.sync_loop import run_sync
+from agentgrad.store.events import EventLog
+from agentgrad.store.sqlite import SQLiteStore
+from agentgrad.strategies.base import Strategy
+from agentgrad.strategies.rules import AppendRules
+
+log = logging.getLogger("agentgrad")
+
+
+def _user(run: Callable[..., Any] | None, propose: Callable[..., Any] | None, agent: Any,
+          reward: Callable[..., Any], repair: Callable[..., Any] | None) -> UserFunctions:
+    run = run or getattr(agent, "run", None)
+    propose = propose or getattr(agent, "propose", None)
+    if not callable(run) or not callable(propose):
+        raise ConfigError("evolve needs run= and propose= (functions), or agent= with .run and .propose methods")
+    if not callable(reward):
+        raise ConfigError(f"reward must be a function (task, output) -> float in [0, 1], got {type(reward).__name__}")
+    return UserFunctions(run, propose, reward, repair or getattr(agent, "repair", None))
+
+
+def _splits(tasks: Sequence[Task] | Splits, seed: int) -> Splits:
+    if isinstance(tasks, Splits):
+        return tasks
+    items = list(tasks)
+    if not all(isinstance(t, Task) for t in items):
+        raise ConfigError("tasks must be agentgrad.data.Task values (see tasks_from_rows) or a Splits")
+    return split(items, seed=seed)
+
+
+def _artifact(artifact: Artifact | str | None) -> Artifact:
+    if isinstance(artifact, Artifact):
+        return artifact
+    if artifact is None or isinstance(artifact, str):
+        return Artifact("skill", Kind.SKILL, artifact or "")
+    raise ConfigError(f"artifact must be an Artifact, a string or None, got {type(artifact).__name__}")
+
+
+def _identity(artifact: Artifact, splits: Splits) -> str:
+    ids = "\n".join(t.id for t in (*splits.train, *splits.val, *splits.test))
+    return hashlib.sha256(f"{artifact.id}\n{ids}".encode()).hexdigest()[:16]
+
+
+def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConfig, budget: Budget,
+              clock: Callable[[], float]) -> tuple[SQLiteStore, EventLog, bool]:
+    store = SQLiteStore(run_dir, clock=clock)
+    events = EventLog(run_dir, clock=clock)
+    saved = events.get("config")
+    identity = _identity(artifact, splits)
+    if saved is not None:
+        if saved["identity"] != identity:
+            store.close()
+            events.close()
+            raise ConfigError(f"{run_dir} holds another run (different artifact or tasks); use a new store path")
+        return store, events, True
+    store.add_artifact(artifact)
+    events.put("config", {"identity": identity, "artifact": artifact.id, "run": config.describe(),
+                          "budget": budget.to_dict(), "protocol": splits.protocol})
+    return store, events, False
+
+
+def systemic(exc: BaseException) -> AgentgradError:
+    """The agentgrad error behind `exc` (unwrapping task-group exception groups); re-raises anything else."""
+    if isinstance(exc, AgentgradError):
+        return exc
+    inner = getattr(exc, "exceptions", None)
+    if inner:
+        found = [systemic(e) for e in inner]
+        return found[0]
+    raise exc
+
+
+def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
+    alpha = 10**9 if config.staleness.policy is StalePolicy.KEEP else config.staleness.alpha_max
+    return Aggregator(default(delta=config.acceptance.delta, margin=config.acceptance.margin, alpha_max=alpha,
+                              contradicts=strategy.contradicts))
+
+
+def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
+           propose: Callable[..., Any] | None = None, agent: Any = None, strategy: Strategy | None = None,
+           artifact: Artifact | str | None = None, budget: Budget, workers: int | Workers = 4,
+           asynchronous: bool = True, staleness: Staleness | None = None, store: str | Path | None = None,
+           seed: int = 0, callbacks: Sequence[Callback] = (), config: RunConfig | None = None) -> Result:
+    """Improve `artifact` on `tasks` with the user's `run`, `propose` and `reward`, within `budget`.
+
+    `run(rendered, task)` returns the agent's output; `propose(rendered, task, output, reward)` returns an edit
+    (free text or structured) for the strategy; `reward(task, output)` returns a float in [0, 1]. Each may be a
+    plain or an `async def` function; `agent=` may supply run, propose (and repair). `store` is the run directory:
+    an existing one is resumed. Returns a `Result`; a systemic fault sets `Result.error` and is logged.
+    """
+    base = config or RunConfig()
+    config = replace(base, workers=Workers.of(workers), asynchronous=asynchronous,
+                     staleness=staleness or base.staleness, seed=seed)
+    user = _user(run, propose, agent, reward, config.staleness.repair)
+    splits = _splits(tasks, seed)
+    start = _artifact(artifact)
+    run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget, run_dir,
+                     list(callbacks))
+
+
+async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
+                  budget: Budget, run_dir: Path, callbacks: list[Callback]) -> Result:
+    clock = time.monotonic
+    store, events, resuming = _open_run(run_dir, artifact, splits, config, budget, time.time)
+    tasks = {t.id: t for t in (*splits.train, *splits.val, *splits.test)}
+    engine = Engine(tasks=tasks, train=[t.id for t in splits.train], val=[t.id for t in splits.val],
+                    artifact=artifact, strategy=strategy, user=user, config=config, budget=budget, store=store,
+                    events=events, aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks)
+    error: BaseException | None = None
+    try:
+        if resuming:
+            restore(engine)
+            engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used})
+        await (run_async(engine) if config.asynchronous else run_sync(engine))
+    except Exception as exc:
+        error = systemic(exc)
+        log.error("agentgrad run in %s failed: %s", run_dir, exc)
+        engine.emit("failed", {"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        engine.meter.used["wall_time"] = engine.elapsed()
+        engine.checkpoint()
+    return await _finish(engine, splits, artifact, run_dir, error)
+
+
+async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: Path,
+                  error: BaseException | None) -> Result:
+    store, test_ids = engine.store, [t.id for t in splits.test]
+    final = store.artifact(artifact.id)
+    try:
+        baseline = await held_out(engine, artifact.text, test_ids)
+        learned = await held_out(engine, final.text, test_ids)
+    except AgentgradError as exc:
+        error, baseline, learned = error or exc, None, None
+    used = engine.meter.used
+    usage = RunUsage(int(used["rollouts"]), int(used["proposals"]), int(used["gate_evals"]),
+                     engine.counts["test_evals"], int(used["tokens"]), used["cost"], engine.elapsed(),
+                     engine.cache.hits, engine.gate.tasks_skipped)
+    protocol = splits.protocol + ("" if test_ids else "; no test split: the held-out reward is not reported")
+    result = Result(final, engine.strategy.render(final.text), learned, baseline, protocol,
+                    tuple(store.history(artifact.id)), usage, dict(engine.counts), tuple(store.decisions()),
+                    run_dir, error)
+    engine.emit("finished", {"ok": result.ok, "test_reward": learned, "baseline": baseline})
+    store.close()
+    engine.events.close()
+    return result

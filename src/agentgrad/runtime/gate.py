@@ -1,0 +1,105 @@
+"""The acceptance gate: scores a candidate against its base on validation tasks, stopping once decided.
+
+Validation tasks are visited in a fixed order per diff, in chunks. After each chunk the gate asks whether the
+acceptance rule's verdict is already certain: if every remaining task were a loss the candidate would still pass,
+or if every remaining task were a win it would still fail. Then it stops: the evidence it returns leads the
+aggregator to exactly the verdict the whole split would have given, at a fraction of the calls. Before that, an
+optional screen tries the candidate on the training task it was proposed for; one that does not beat the base
+there is rejected at the cost of one call (screening can only reject, so it never adds a false accept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from agentgrad.core.evidence import Evidence
+from agentgrad.optim.stats import SKEPTICAL_PRIOR, prob_improvement
+from agentgrad.runtime.budget import OutOfBudget
+from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
+
+Score = Callable[[str, str], Awaitable[float]]  # (text, task id) -> score
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """How the gate spends evaluations.
+
+    Args:
+        chunk: validation tasks scored between two looks at the evidence.
+        screen: first try the candidate on the training task it was proposed for.
+        early_stop: stop as soon as the verdict is certain (exact; never changes a verdict).
+        max_examples: at most this many validation tasks per candidate (None: the whole split).
+    """
+
+    chunk: int = 8
+    screen: bool = True
+    early_stop: bool = True
+    max_examples: int | None = None
+
+
+def verdict_is_certain(wins: float, losses: float, remaining: int, *, delta: float, margin: float,
+                       prior: tuple[float, float] = SKEPTICAL_PRIOR) -> bool:
+    """True when no outcome of the `remaining` tasks can change whether P(gain > margin) > 1 − δ."""
+    worst = prob_improvement(wins, losses + remaining, margin=margin, prior=prior)
+    best = prob_improvement(wins + remaining, losses, margin=margin, prior=prior)
+    return worst > 1 - delta or best <= 1 - delta
+
+
+class Gate:
+    """Builds evidence for candidates; `score(text, task_id)` is the runtime's cached, budgeted evaluation."""
+
+    def __init__(self, score: Score, val_ids: Sequence[str], config: GateConfig, *, seed: int, margin: float,
+                 estimator: DurationEstimator, prior: tuple[float, float] = SKEPTICAL_PRIOR) -> None:
+        self.score, self.val_ids, self.config = score, list(val_ids), config
+        self.seed, self.margin, self.prior, self.estimator = seed, margin, prior, estimator
+        self.tasks_skipped = 0
+
+    async def screen(self, base_score: float, cand_text: str, task_id: str) -> tuple[bool, float]:
+        """Score the candidate on its origin task; passes only if it beats the base's `base_score` there."""
+        score = await self.score(cand_text, task_id)
+        return score > base_score, score
+
+    async def _chunk(self, texts: tuple[str, str], ids: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """Score base and candidate on `ids`, all at once (longest first); OutOfBudget if any call could not run."""
+        scores: dict[tuple[str, int], float] = {}
+        short = False
+
+        async def side(task_id: str, i: int) -> None:
+            nonlocal short
+            try:
+                scores[(task_id, i)] = await self.score(texts[i], task_id)
+            except OutOfBudget:
+                short = True
+
+        async with anyio.create_task_group() as group:
+            for task_id in self.estimator.longest_first(list(ids)):
+                group.start_soon(side, task_id, 0)
+                group.start_soon(side, task_id, 1)
+        if short:
+            raise OutOfBudget("gate_evals")
+        return {t: (scores[(t, 0)], scores[(t, 1)]) for t in ids}
+
+    async def evidence(self, diff_id: str, base_text: str, base_version: int, cand_text: str, *, delta: float,
+                       full: bool = False) -> Evidence:
+        """Paired evidence of candidate vs base on validation tasks (all of them when `full`)."""
+        order = seeded_order(self.val_ids, seed=self.seed, salt=diff_id)
+        if not full and self.config.max_examples is not None:
+            order = order[: self.config.max_examples]
+        scores: dict[str, tuple[float, float]] = {}
+        step = max(1, self.config.chunk)
+        for start in range(0, len(order), step):
+            scores.update(await self._chunk((base_text, cand_text), order[start:start + step]))
+            remaining = len(order) - len(scores)
+            if full or not self.config.early_stop or remaining == 0:
+                continue
+            wins = sum(max(c - b, 0.0) for b, c in scores.values())
+            losses = sum(max(b - c, 0.0) for b, c in scores.values())
+            if verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior):
+                self.tasks_skipped += remaining
+                break
+        complete = len(scores) == len(self.val_ids)
+        return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
+                               base_version=base_version, full=complete)

@@ -1,0 +1,93 @@
+"""What `evolve()` returns: the learned artifact, honest held-out numbers, usage, and why each diff went its way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgrad.core.artifact import Artifact, Version
+from agentgrad.core.decision import Decision, Outcome
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """What a run spent. `gate_share` is the share of `run` calls the acceptance gate made."""
+
+    rollouts: int
+    proposals: int
+    gate_evals: int
+    test_evals: int
+    tokens: int
+    cost: float
+    wall_time: float
+    cache_hits: int = 0
+    gate_tasks_skipped: int = 0
+
+    @property
+    def gate_share(self) -> float:
+        calls = self.rollouts + self.gate_evals
+        return self.gate_evals / calls if calls else 0.0
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of a run.
+
+    Args:
+        artifact: the learned artifact (head of the `dev` branch).
+        rendered: what the agent sees with it (the strategy's rendering).
+        test_reward: mean reward on the test split with the learned artifact (never used for any decision);
+            None when the run had no test split.
+        baseline_test_reward: the same for the starting artifact.
+        protocol: how the tasks were split, and whether the held-out number is honest.
+        history: every committed version.
+        usage: what the run spent.
+        counts: event counters (screened out, tabu skips, stragglers, run errors, ...).
+        error: the exception that stopped the run, if any (the run then failed, loudly).
+        run_dir: where the store, the event log and the git mirror live.
+    """
+
+    artifact: Artifact
+    rendered: str
+    test_reward: float | None
+    baseline_test_reward: float | None
+    protocol: str
+    history: tuple[Version, ...]
+    usage: RunUsage
+    counts: Mapping[str, int]
+    decisions: tuple[Decision, ...] = field(repr=False)
+    run_dir: Path
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the run ended without an error."""
+        return self.error is None
+
+    def accepted(self) -> list[Decision]:
+        """The verdicts that changed the artifact."""
+        return [d for d in self.decisions if d.outcome is Outcome.ACCEPTED]
+
+    def outcomes(self) -> list[dict[str, Any]]:
+        """Why each diff was kept or not: its final verdict, the stage, the reason and the numbers."""
+        last: dict[str, Decision] = {}
+        for decision in self.decisions:
+            last[decision.diff_id] = decision
+        return [{"diff": d.diff_id, "outcome": d.outcome.value, "stage": d.stage, "reason": d.reason,
+                 "numbers": dict(d.numbers), "parts": list(d.parts)} for d in last.values()]
+
+    def summary(self) -> str:
+        """A few lines a person can read."""
+        mix: dict[str, int] = {}
+        for item in self.outcomes():
+            mix[item["outcome"]] = mix.get(item["outcome"], 0) + 1
+        held_out = "no test split" if self.test_reward is None else \
+            f"{self.baseline_test_reward:.3f} -> {self.test_reward:.3f}"
+        status = "ok" if self.ok else f"FAILED: {type(self.error).__name__}: {self.error}"
+        return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n"
+                f"versions: {len(self.history) - 1} committed; verdicts: {mix}\n"
+                f"usage: {self.usage.rollouts} rollouts, {self.usage.proposals} proposals, "
+                f"{self.usage.gate_evals} gate evals ({self.usage.gate_share:.0%} of run calls), "
+                f"{self.usage.wall_time:.1f} s")
