@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/optimizer_demo.py
+	$(BIN)/python examples/world_demo.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

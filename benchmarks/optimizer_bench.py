@@ -27,8 +27,10 @@ from agentgrad.optim.acceptance import accept_if
 from agentgrad.optim.aggregator import Aggregator
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.recipes import default
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.evolve import evolve
 from agentgrad.store.sqlite import SQLiteStore
-from agentgrad.testing.driver import WorldDriver
+from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.world import ReferenceWorld, WorldConfig
 
 OUT = Path(__file__).parent / "out"
@@ -65,22 +67,41 @@ def _accepted(diff: Diff) -> Decision:
     return Decision(diff.id, diff.artifact_id, Outcome.ACCEPTED, "accept", "bench", {"p": 0.99})
 
 
-def bench_store(n: int) -> dict[str, float]:
-    """Single-transaction commits per second with the git mirror on, then the mirror's catch-up."""
-    with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "run") as store:
-        store.add_artifact(Artifact("skills/s", Kind.SKILL, "# skill\n"))
-        evidence = Evidence.paired({"t1": 0.0, "t2": 0.0}, {"t1": 1.0, "t2": 1.0})
-        diffs = [Diff("skills/s", i, (Op.add("rule", f"- rule number {i}"),)) for i in range(n)]
-        start = time.perf_counter()
-        for diff in diffs:
-            store.commit(diff, evidence, _accepted(diff))
-        commit_s = time.perf_counter() - start
-        start = time.perf_counter()
-        mirrored = store.sync_git()
-        git_s = time.perf_counter() - start
-        return {"commits": n, "commits_per_s": n / commit_s, "git_commits_written": mirrored,
-                "git_catch_up_commits_per_s": mirrored / git_s if git_s else 0.0, "git_lag_after_sync":
-                store.git_lag()}
+def _steady_diffs(n: int, keys: int = 20) -> tuple[str, list[Diff]]:
+    """A 20-entry keyed artifact and `n` diffs that each replace one entry (the text keeps its size)."""
+    text = "".join(f"- k{i}: v0\n" for i in range(keys))
+    values = dict.fromkeys(range(keys), "v0")
+    diffs = []
+    for number in range(n):
+        key = number % keys
+        diffs.append(Diff("skills/s", number, (Op.replace("key", f"- k{key}: {values[key]}",
+                                                          f"- k{key}: v{number + 1}"),)))
+        values[key] = f"v{number + 1}"
+    return text, diffs
+
+
+def bench_store(n: int, batch: int = 50) -> dict[str, float]:
+    """Commits per second with the git mirror on (one transaction each, and batched), then the mirror's catch-up."""
+    evidence = Evidence.paired({"t1": 0.0, "t2": 0.0}, {"t1": 1.0, "t2": 1.0})
+    out: dict[str, float] = {"commits": n}
+    for mode in ("single", "batched"):
+        with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "run") as store:
+            text, diffs = _steady_diffs(n)
+            store.add_artifact(Artifact("skills/s", Kind.SKILL, text))
+            start = time.perf_counter()
+            if mode == "single":
+                for diff in diffs:
+                    store.commit(diff, evidence, _accepted(diff))
+            else:
+                for i in range(0, n, batch):
+                    store.commit_many([(d, evidence, _accepted(d)) for d in diffs[i:i + batch]])
+            out[f"{mode}_commits_per_s"] = n / (time.perf_counter() - start)
+            start = time.perf_counter()
+            mirrored = store.sync_git()
+            git_s = time.perf_counter() - start
+            out[f"{mode}_git_catch_up_commits_per_s"] = mirrored / git_s if git_s else 0.0
+            out[f"{mode}_git_lag_after_sync"] = store.git_lag()
+    return out
 
 
 def bench_size(n_diffs: int, rows_per_diff: int) -> dict[str, float]:
@@ -107,20 +128,26 @@ def _junk_committed(world: ReferenceWorld, text: str) -> int:
     return sum(1 for key in parse(Scope.KEY, text).keys() if key not in categories)  # noqa: SIM118
 
 
-def bench_world(seeds: int, rounds: int) -> dict[str, Any]:
-    """Junk rules committed on the reference world with 20% junk proposals (goal 0)."""
-    junk, kinds, tests = 0, dict[str, int](), list[tuple[float, float]]()
-    for seed in range(seeds):
-        world = ReferenceWorld(WorldConfig(seed=seed, tasks_per_category=24, noise=0.02, p_right=0.45, p_junk=0.2,
-                                           p_contradict=0.2, p_duplicate=0.15))
-        with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "run", git=False) as store:
-            report = WorldDriver(world, store, Aggregator(default()), workers=4).run(rounds)
-            junk += _junk_committed(world, store.artifact(world.artifact.id).text)
-        for kind, count in report.accepted_kinds.items():
-            kinds[kind] = kinds.get(kind, 0) + count
-        tests.append((report.test_before, report.test_after))
-    return {"seeds": seeds, "rounds": rounds, "junk_rules_committed": junk, "accepted_by_kind": kinds,
-            "mean_test_before": sum(b for b, _ in tests) / seeds, "mean_test_after": sum(a for _, a in tests) / seeds}
+def bench_world(seeds: int, rollouts: int) -> dict[str, Any]:
+    """Junk rules committed by evolve() on the reference world with 20% junk proposals (goal 0), both runtimes."""
+    out: dict[str, Any] = {"seeds": seeds, "rollouts_per_run": rollouts}
+    for mode in ("sync", "async"):
+        junk, before, after, accepted = 0, 0.0, 0.0, 0
+        for seed in range(seeds):
+            world = ReferenceWorld(WorldConfig(seed=seed, tasks_per_category=40, noise=0.02, p_right=0.45,
+                                               p_junk=0.2, p_contradict=0.2, p_duplicate=0.15))
+            agent = WorldAgent(world)
+            with tempfile.TemporaryDirectory() as tmp:
+                result = evolve(agent.splits(), agent.reward, agent=agent, strategy=world.strategy,
+                                artifact=world.artifact, budget=Budget(rollouts=rollouts), workers=8,
+                                asynchronous=mode == "async", store=Path(tmp) / "run", seed=seed)
+            junk += _junk_committed(world, result.artifact.text)
+            before += result.baseline_test_reward or 0.0
+            after += result.test_reward or 0.0
+            accepted += len(result.history) - 1
+        out[mode] = {"junk_rules_committed": junk, "versions_committed": accepted,
+                     "mean_test_before": before / seeds, "mean_test_after": after / seeds}
+    return out
 
 
 def bench_ties(trials: int) -> dict[str, float]:
@@ -155,7 +182,7 @@ def main() -> None:
         "decisions": bench_decisions(2_000 if q else 20_000),
         "store": bench_store(2_000 if q else 20_000),
         "ties": bench_ties(10_000),
-        "world": bench_world(3 if q else 10, 12),
+        "world": bench_world(3 if q else 10, 400),
         "size": bench_size(10_000 if q else 100_000, 10),
     }
     OUT.mkdir(exist_ok=True)

@@ -1,0 +1,76 @@
+"""`LLMAgent`: run, propose and repair backed by any `Provider`.
+
+`run` puts the rendered skill in the system message and the task's input in the user message. `propose` shows a
+model the failed example (input, output, expected answer) and asks for structured edits, validated against a
+schema; a reply that does not fit gets one repair attempt, then the proposal is a recorded failure. `repair`
+re-anchors a stale edit on the current head. Prompts live in files beside this module.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from agentgrad.agents.edits import parse_edits
+from agentgrad.errors import InvalidProposalError
+from agentgrad.providers.base import Completion, Message, Provider
+
+
+def load_prompt(name: str) -> str:
+    """The text of prompt file `name` (e.g. "reflect") shipped in agentgrad/agents/prompts/."""
+    return (resources.files("agentgrad.agents") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
+
+
+class LLMAgent:
+    """An agent whose `run` and `propose` are calls to `provider` (and `reflector` for proposals, if given).
+
+    Args:
+        provider: the model that solves tasks.
+        reflector: the model that proposes edits (default: the same provider).
+        params: extra parameters for solving calls (e.g. temperature=0, max_tokens=64).
+        reflect_params: extra parameters for proposal calls.
+        max_edits: the most edits one proposal may hold.
+    """
+
+    def __init__(self, provider: Provider, *, reflector: Provider | None = None,
+                 params: dict[str, Any] | None = None, reflect_params: dict[str, Any] | None = None,
+                 max_edits: int = 3) -> None:
+        self.provider, self.reflector = provider, reflector or provider
+        self.params = dict(params or {})
+        self.reflect_params = dict(reflect_params or {})
+        self.max_edits = max_edits
+        self.reflect_prompt, self.repair_prompt = load_prompt("reflect"), load_prompt("repair")
+        self.fix_prompt = load_prompt("fix_format")
+
+    async def run(self, rendered: str, task: Any) -> Completion:
+        """Answer `task` with the skill `rendered` as the system message."""
+        messages = [Message("system", rendered)] if rendered.strip() else []
+        messages.append(Message("user", str(getattr(task, "input", task))))
+        return await self.provider.complete(messages, **self.params)
+
+    async def _edits(self, prompt: str) -> list[dict[str, str]]:
+        messages = [Message("user", prompt)]
+        reply = await self.reflector.complete(messages, **self.reflect_params)
+        try:
+            return parse_edits(reply.text, max_edits=self.max_edits)
+        except InvalidProposalError as first:
+            messages += [Message("assistant", reply.text), Message("user", self.fix_prompt.format(error=first))]
+            retry = await self.reflector.complete(messages, **self.reflect_params)
+            try:
+                return parse_edits(retry.text, max_edits=self.max_edits)
+            except InvalidProposalError as second:
+                raise InvalidProposalError(f"the proposer's reply did not fit the schema twice: {second}") from first
+
+    async def propose(self, rendered: str, task: Any, output: str | None, reward: float) -> list[dict[str, str]]:
+        """Structured edits that would have fixed this failed example."""
+        expected = getattr(task, "expected", None)
+        prompt = self.reflect_prompt.format(skill=rendered or "(empty)", input=getattr(task, "input", task),
+                                            output=output if output is not None else "(the call failed)",
+                                            expected="(not given)" if expected is None else expected,
+                                            reward=reward, max_edits=self.max_edits)
+        return await self._edits(prompt)
+
+    async def repair(self, diff: dict[str, Any], head_text: str) -> list[dict[str, str]]:
+        """The intent of a stale diff, re-expressed as edits of the current skill."""
+        edit = "\n".join(f"- {op['action']}: {op.get('new') or op.get('old')}" for op in diff.get("ops", []))
+        return await self._edits(self.repair_prompt.format(skill=head_text or "(empty)", edit=edit))
