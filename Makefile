@@ -27,7 +27,10 @@ pytest: $(STAMP)
 test: lint types pytest
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/optimizer_bench.py
+	$(BIN)/python benchmarks/runtime_bench.py
+	$(BIN)/python benchmarks/provider_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

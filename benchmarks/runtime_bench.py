@@ -1,0 +1,194 @@
+"""Runtime benchmarks (issue 3). Writes benchmarks/out/runtime_bench.json and runtime_bench.png.
+
+On the reference world (20% junk proposals) with lognormal call latency (median 50 ms, σ = 1.5):
+- throughput efficiency = achieved run calls/s ÷ (in-flight slots ÷ mean latency), for 1..256 slots, sync vs async;
+- wall time and run calls to reach a target held-out reward: sync, async, and a synchronous GEPA-style loop
+  written here (minibatch gate, one proposal per iteration);
+- framework CPU per run call with an instant model, and the aggregator's share of wall time;
+- junk rules committed.
+`--quick` runs a smaller grid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agentgrad.core.diff import apply
+from agentgrad.core.units import Scope, parse
+from agentgrad.data.task import Task
+from agentgrad.errors import InvalidProposalError
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.config import Workers
+from agentgrad.runtime.evolve import evolve
+from agentgrad.store.sqlite import SQLiteStore
+from agentgrad.strategies.base import make_diff
+from agentgrad.testing.agents import WorldAgent
+from agentgrad.testing.world import ReferenceWorld, WorldConfig
+
+OUT = Path(__file__).parent / "out"
+MEDIAN, SIGMA = 0.05, 1.5
+MEAN_LATENCY = MEDIAN * math.exp(SIGMA**2 / 2)
+
+
+def world(seed: int = 0) -> ReferenceWorld:
+    return ReferenceWorld(WorldConfig(seed=seed, n_categories=8, tasks_per_category=40, noise=0.01, p_right=0.45,
+                                      p_junk=0.2, p_contradict=0.2, p_duplicate=0.15))
+
+
+def junk(w: ReferenceWorld, text: str) -> int:
+    return sum(1 for key in parse(Scope.KEY, text).keys() if key not in set(w.categories))  # noqa: SIM118
+
+
+class Timeline:
+    """A callback recording when each version was committed."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.commits: list[tuple[float, int]] = []
+        self.calls = 0
+
+    def __call__(self, kind: str, payload: Mapping[str, Any]) -> None:
+        if kind == "commit":
+            self.commits.append((time.perf_counter() - self.start, int(payload["version"])))
+
+
+def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIAN) -> dict[str, Any]:
+    """One evolve run for `seconds` of wall time with `slots` concurrent run calls."""
+    w = world()
+    agent = WorldAgent(w, median=median, sigma=SIGMA)
+    workers = Workers(rollout=slots, propose=max(1, slots // 2), gate=slots, slots=slots) if asynchronous \
+        else Workers(rollout=slots, propose=slots, gate=slots, slots=slots)
+    timeline = Timeline()
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu = time.process_time()
+        result = evolve(agent.splits(), agent.reward, agent=agent, strategy=w.strategy, artifact=w.artifact,
+                        budget=Budget(wall_time=seconds), workers=workers, asynchronous=asynchronous,
+                        store=Path(tmp) / "run", callbacks=[timeline])
+        cpu = time.process_time() - cpu
+        with SQLiteStore(Path(tmp) / "run", git=False) as store:
+            texts = {v.number: v.text for v in store.history(w.artifact.id)}
+    calls = result.usage.rollouts + result.usage.gate_evals
+    wall = result.usage.wall_time
+    reached = [(t, v) for t, v in timeline.commits if w.score(texts[v], "test") >= 0.75]
+    return {"slots": slots, "mode": "async" if asynchronous else "sync", "calls": calls, "wall_time": wall,
+            "calls_per_s": calls / wall, "limit_per_s": slots / MEAN_LATENCY if median else None,
+            "efficiency": calls / wall / (slots / MEAN_LATENCY) if median else None,
+            "cpu_ms_per_call": 1000 * (cpu - 0.0) / max(1, calls + result.usage.test_evals),
+            "aggregate_share": result.counts.get("aggregate_us", 0) / 1e6 / wall,
+            "test_reward": result.test_reward, "versions": len(result.history) - 1,
+            "junk_rules": junk(w, result.artifact.text), "seconds_to_075": reached[0][0] if reached else None,
+            "gate_share": result.usage.gate_share}
+
+
+class GepaStyle:
+    """A synchronous GEPA-style loop: minibatch rollouts, one reflection, minibatch gate, full validation."""
+
+    def __init__(self, w: ReferenceWorld, slots: int, minibatch: int = 3) -> None:
+        self.w, self.slots, self.minibatch = w, slots, minibatch
+        self.agent = WorldAgent(w, median=MEDIAN, sigma=SIGMA)
+        self.tasks = self.agent.splits()
+        self.limiter = anyio.Semaphore(slots)
+        self.calls = 0
+
+    async def scores(self, text: str, ids: list[str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+
+        async def one(task_id: str) -> None:
+            async with self.limiter:
+                task = self.w.tasks[task_id]
+                output = await self.agent.run(text, Task(task_id, task.prompt))
+                self.calls += 1
+                out[task_id] = 1.0 if output == "solved" else 0.0
+        async with anyio.create_task_group() as group:
+            for task_id in ids:
+                group.start_soon(one, task_id)
+        return out
+
+    async def loop(self, seconds: float) -> dict[str, Any]:
+        rng = random.Random(0)
+        text, start, reached = self.w.artifact.text, time.perf_counter(), None
+        train, val = list(self.w.train), list(self.w.val)
+        val_score = sum((await self.scores(text, val)).values())
+        while time.perf_counter() - start < seconds:
+            batch = rng.sample(train, self.minibatch)
+            base = await self.scores(text, batch)
+            failing = [t for t in batch if base[t] < 1.0]
+            if not failing:
+                continue
+            proposal = self.w.propose(text, failing[0], rng.randrange(10**6)).text
+            await anyio.sleep(self.agent.latency(failing[0], "propose:" + text))
+            try:
+                diff = make_diff(self.w.strategy, self.w.artifact.id, 0, text, proposal)
+            except InvalidProposalError:
+                continue
+            if not diff.ops:
+                continue
+            candidate = apply(diff, text)
+            if sum((await self.scores(candidate, batch)).values()) <= sum(base.values()):
+                continue
+            cand_val = sum((await self.scores(candidate, val)).values())
+            if cand_val > val_score:
+                text, val_score = candidate, cand_val
+                if reached is None and self.w.score(text, "test") >= 0.75:
+                    reached = time.perf_counter() - start
+        wall = time.perf_counter() - start
+        return {"mode": "gepa_style", "slots": self.slots, "calls": self.calls, "wall_time": wall,
+                "calls_per_s": self.calls / wall, "efficiency": self.calls / wall / (self.slots / MEAN_LATENCY),
+                "test_reward": self.w.score(text, "test"), "junk_rules": junk(self.w, text),
+                "seconds_to_075": reached}
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for mode in ("sync", "async"):
+        pts = [(r["slots"], r["efficiency"]) for r in rows if r["mode"] == mode]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("in-flight slots")
+    ax.set_ylabel("throughput efficiency (achieved / limit)")
+    ax.set_ylim(0, 1.05)
+    ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
+    ax.legend()
+    ax.set_title("reference world, lognormal latency (median 50 ms, σ 1.5)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    sizes = [1, 4, 16, 64] if args.quick else [1, 4, 16, 64, 256]
+    rows = [run(s, asynchronous=a, seconds=args.seconds) for s in sizes for a in (False, True)]
+    gepa = anyio.run(GepaStyle(world(), 16).loop, args.seconds * 2)
+    to_target = [run(16, asynchronous=a, seconds=args.seconds * 2) for a in (False, True)] + [gepa]
+    cpu = run(16, asynchronous=True, seconds=3.0, median=0.0)
+    results = {"mean_latency_s": MEAN_LATENCY, "throughput": rows, "to_target_075_at_16_slots": to_target,
+               "instant_model": cpu}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "runtime_bench.json").write_text(json.dumps(results, indent=2))
+    plotted = plot(rows, OUT / "runtime_bench.png")
+    print(json.dumps(results, indent=2))
+    print(f"wrote {OUT / 'runtime_bench.json'}" + (" and runtime_bench.png" if plotted else ""))
+
+
+if __name__ == "__main__":
+    main()
