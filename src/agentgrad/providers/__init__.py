@@ -24,6 +24,7 @@ from agentgrad.providers.errors import (
     ServerError,
     SyncInLoopError,
 )
+from agentgrad.providers.local import LocalModel, LocalStats, local
 from agentgrad.providers.middleware import (
     DEFAULT_PRICES,
     Accounting,
@@ -38,12 +39,48 @@ from agentgrad.providers.middleware import (
 )
 from agentgrad.providers.openai_compat import OpenAICompatible
 from agentgrad.providers.sync import complete, complete_sync
+from agentgrad.providers.weights import LocalUnavailableError, WeightsMismatchError
 
 __all__ = [
-    "DEFAULT_PRICES", "Accounting", "Anthropic", "AuthError", "BadRequestError", "Cache", "CallableProvider",
-    "CircuitBreaker", "CircuitOpen", "CommandAgent", "CommandFailed", "Completion", "ConcurrencyLimit",
-    "ConnectionLost", "InvalidMessageError", "MalformedResponse", "Message", "MessageLike", "Meter", "NotFoundError",
-    "OpenAICompatible", "Provider", "ProviderError", "ProviderTimeout", "RateLimit", "RateLimitError", "Retry",
-    "ServerError", "SyncInLoopError", "Tally", "Usage", "as_messages", "clean_text", "complete", "complete_sync",
+    "DEFAULT_PRICES",
+    "Accounting",
+    "Anthropic",
+    "AuthError",
+    "BadRequestError",
+    "Cache",
+    "CallableProvider",
+    "CircuitBreaker",
+    "CircuitOpen",
+    "CommandAgent",
+    "CommandFailed",
+    "Completion",
+    "ConcurrencyLimit",
+    "ConnectionLost",
+    "InvalidMessageError",
+    "LocalModel",
+    "LocalStats",
+    "LocalUnavailableError",
+    "MalformedResponse",
+    "Message",
+    "MessageLike",
+    "Meter",
+    "NotFoundError",
+    "OpenAICompatible",
+    "Provider",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimit",
+    "RateLimitError",
+    "Retry",
+    "ServerError",
+    "SyncInLoopError",
+    "Tally",
+    "Usage",
+    "WeightsMismatchError",
+    "as_messages",
+    "clean_text",
+    "complete",
+    "complete_sync",
+    "local",
     "wrap",
 ]

@@ -25,6 +25,8 @@ Prices = Mapping[str, tuple[float, float]]
 # List prices (USD per million tokens) of a few common models, as published when this file was written.
 # Prices change: check yours and pass your own table. Models not listed count tokens but no cost.
 DEFAULT_PRICES: Prices = MappingProxyType({
+    "qwen2.5-coder-0.5b": (0.0, 0.0),
+    "smollm2-135m": (0.0, 0.0),
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
     "gpt-4.1": (2.00, 8.00),
