@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -92,7 +92,7 @@ def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: s
     given = list(rows)
     tasks = [r for r in given if isinstance(r, Task)]
     if len(tasks) != len(given):
-        tasks = tasks_from_rows([r for r in given if isinstance(r, Mapping)], prompt=prompt, gold=gold)
+        tasks = tasks_from_rows(cast(list[Mapping[str, Any]], given), prompt=prompt, gold=gold)
     provider = resolve_model(model or default_model())
     agent = LLMAgent(provider, params=dict(params or {"temperature": 0.0, "max_tokens": 64}),
                      reflect_params={"temperature": 0.7, "max_tokens": 300})
