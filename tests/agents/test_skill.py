@@ -1,0 +1,59 @@
+"""evolve_skill: rows in, a better skill out, with a model that follows the skill it is given."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgrad.agents.skill import default_model, evolve_skill, resolve_model, scoring
+from agentgrad.data.task import Task
+from agentgrad.errors import ConfigError, RewardError
+from agentgrad.providers.base import Message
+from agentgrad.providers.callable import CallableProvider
+from agentgrad.runtime.budget import Budget
+
+RULE = "Reply with exactly one lowercase word: positive or negative."
+ROWS = [{"question": f"review {i}: {'great' if i % 2 else 'awful'} product", "answer":
+         "positive" if i % 2 else "negative"} for i in range(40)]
+
+
+def obedient(messages: Sequence[Message], **params: Any) -> str:
+    """Answers the label only when the skill says how; proposes that rule when asked to reflect."""
+    last = messages[-1].content
+    if "Reply with JSON only" in last:
+        return json.dumps({"edits": [{"action": "add", "content": RULE}]})
+    system = messages[0].content if messages[0].role == "system" else ""
+    label = "positive" if "great" in last else "negative"
+    return label if RULE.lower() in system.lower() else f"I would say the sentiment is {label}."
+
+
+def test_evolve_skill_learns_the_rule_and_improves_held_out_accuracy(tmp_path: Path) -> None:
+    result = evolve_skill(ROWS, model=CallableProvider(obedient), score="exact", budget=Budget(rollouts=12),
+                          store=tmp_path / "run", workers=2, asynchronous=False)
+    assert result.ok, result.error
+    assert RULE in result.artifact.text
+    assert result.baseline_test_reward == 0.0 and result.test_reward == 1.0
+
+
+def test_scoring_refuses_tasks_without_gold() -> None:
+    with pytest.raises(RewardError, match="no gold"):
+        scoring("exact")(Task("t", "q"), "a")
+
+
+def test_unknown_model_names_are_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="unknown model"):
+        resolve_model("gpt-5")
+
+
+def test_default_model_prefers_a_configured_hosted_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "AGENTGRAD_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert default_model() == "local"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert default_model().startswith("anthropic:")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert default_model().startswith("openai:")
