@@ -75,3 +75,15 @@ def test_repair_shows_the_current_skill_and_the_stale_edit() -> None:
 
 def test_prompts_live_in_files() -> None:
     assert "{skill}" in load_prompt("reflect") and "{edit}" in load_prompt("repair")
+
+
+def test_unstructured_proposals_are_one_clean_rule_line() -> None:
+    model = Script('\n- "Answer with one lowercase word."\nExtra chatter.')
+    agent = LLMAgent(CallableProvider(model), structured=False)
+    assert anyio.run(agent.propose, "", TASK, "x", 0.0) == "Answer with one lowercase word."
+
+
+def test_an_empty_unstructured_proposal_is_a_recorded_failure() -> None:
+    agent = LLMAgent(CallableProvider(Script("  \n ")), structured=False)
+    with pytest.raises(InvalidProposalError, match="no rule"):
+        anyio.run(agent.propose, "", TASK, "x", 0.0)

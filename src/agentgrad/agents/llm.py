@@ -30,15 +30,18 @@ class LLMAgent:
         params: extra parameters for solving calls (e.g. temperature=0, max_tokens=64).
         reflect_params: extra parameters for proposal calls.
         max_edits: the most edits one proposal may hold.
+        structured: ask for JSON edits (checked against a schema); False asks for one rule on one line, which
+            small local models manage far more reliably.
     """
 
     def __init__(self, provider: Provider, *, reflector: Provider | None = None,
                  params: dict[str, Any] | None = None, reflect_params: dict[str, Any] | None = None,
-                 max_edits: int = 3) -> None:
+                 max_edits: int = 3, structured: bool = True) -> None:
         self.provider, self.reflector = provider, reflector or provider
         self.params = dict(params or {})
         self.reflect_params = dict(reflect_params or {})
-        self.max_edits = max_edits
+        self.max_edits, self.structured = max_edits, structured
+        self.line_prompt = load_prompt("reflect_line")
         self.reflect_prompt, self.repair_prompt = load_prompt("reflect"), load_prompt("repair")
         self.fix_prompt = load_prompt("fix_format")
 
@@ -61,14 +64,25 @@ class LLMAgent:
             except InvalidProposalError as second:
                 raise InvalidProposalError(f"the proposer's reply did not fit the schema twice: {second}") from first
 
-    async def propose(self, rendered: str, task: Any, output: str | None, reward: float) -> list[dict[str, str]]:
-        """Structured edits that would have fixed this failed example."""
+    async def propose(self, rendered: str, task: Any, output: str | None,
+                      reward: float) -> list[dict[str, str]] | str:
+        """Edits that would have fixed this failed example: structured, or one rule as a line of text."""
         expected = getattr(task, "expected", None)
-        prompt = self.reflect_prompt.format(skill=rendered or "(empty)", input=getattr(task, "input", task),
-                                            output=output if output is not None else "(the call failed)",
-                                            expected="(not given)" if expected is None else expected,
-                                            reward=reward, max_edits=self.max_edits)
-        return await self._edits(prompt)
+        fields = {"skill": rendered or "(empty)", "input": getattr(task, "input", task),
+                  "output": output if output is not None else "(the call failed)",
+                  "expected": "(not given)" if expected is None else expected, "reward": reward,
+                  "max_edits": self.max_edits}
+        if not self.structured:
+            return await self._line(self.line_prompt.format(**fields))
+        return await self._edits(self.reflect_prompt.format(**fields))
+
+    async def _line(self, prompt: str) -> str:
+        reply = await self.reflector.complete([Message("user", prompt)], **self.reflect_params)
+        lines = [ln.strip().strip('"').lstrip("-*• ").strip() for ln in reply.text.splitlines()]
+        rule = next((ln for ln in lines if ln), "")
+        if not rule:
+            raise InvalidProposalError("the proposer replied with no rule")
+        return rule
 
     async def repair(self, diff: dict[str, Any], head_text: str) -> list[dict[str, str]]:
         """The intent of a stale diff, re-expressed as edits of the current skill."""

@@ -94,8 +94,9 @@ def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: s
     if len(tasks) != len(given):
         tasks = tasks_from_rows(cast(list[Mapping[str, Any]], given), prompt=prompt, gold=gold)
     provider = resolve_model(model or default_model())
+    small = isinstance(model or default_model(), str) and str(model or default_model()).startswith("local")
     agent = LLMAgent(provider, params=dict(params or {"temperature": 0.0, "max_tokens": 64}),
-                     reflect_params={"temperature": 0.7, "max_tokens": 300})
+                     reflect_params={"temperature": 0.7, "max_tokens": 60 if small else 300}, structured=not small)
     try:
         return evolve(split(tasks, seed=seed), scoring(score), agent=agent, strategy=AppendRules(),
                       artifact=Artifact("skill", Kind.SKILL, skill), budget=budget or Budget(rollouts=60),
