@@ -78,7 +78,7 @@ class LLMAgent:
 
     async def _line(self, prompt: str) -> str:
         reply = await self.reflector.complete([Message("user", prompt)], **self.reflect_params)
-        lines = [ln.strip().strip('"').lstrip("-*• ").strip() for ln in reply.text.splitlines()]
+        lines = [ln.strip().lstrip("-*• ").strip().strip('"').strip() for ln in reply.text.splitlines()]
         rule = next((ln for ln in lines if ln), "")
         if not rule:
             raise InvalidProposalError("the proposer replied with no rule")
