@@ -1,0 +1,341 @@
+"""The run configuration file (TOML or YAML), validated with pydantic.
+
+Sections: ``[task]`` (the simulated reference world, a shipped set or a data file, and how to score it),
+``[model]`` (a named model, or the user's own ``run`` / ``propose`` functions by import path), ``[budget]`` (the
+`Budget` fields) and ``[run]`` (workers, runtime, seed, run directory, staleness). Unknown keys are errors. A bad
+file raises `ConfigFileError` holding one line per problem: the dotted key and what was expected.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agentgrad.cli.imports import check_import_path
+from agentgrad.errors import ConfigError
+
+_STRICT = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(ge=1)]
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0, le=1)]
+BUILTIN_SCORERS = ("contains", "exact", "f1", "normalized_exact", "numeric")
+MODEL_KINDS = "'local', 'local:<gguf path>', 'openai:<model>' or 'anthropic:<model>'"
+
+
+class ConfigFileError(ConfigError):
+    """A configuration file that cannot be used; `problems` has one line per problem (key: what was expected)."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        super().__init__(f"{source}: " + "; ".join(problems))
+        self.source = source
+        self.problems = tuple(problems)
+
+
+class WorldSection(BaseModel):
+    """The simulated reference world (`WorldConfig` fields) and its agent's latency (`WorldAgent`)."""
+
+    model_config = _STRICT
+    seed: int = 0
+    n_categories: Positive = 8
+    tasks_per_category: Positive = 12
+    n_methods: Annotated[int, Field(ge=2)] = 9
+    noise: Probability = 0.05
+    base_rate: Probability = 0.0
+    p_right: Probability = 0.5
+    p_junk: Probability = 0.2
+    p_contradict: Probability = 0.15
+    p_duplicate: Probability = 0.15
+    train: Probability = 0.5
+    val: Probability = 0.25
+    test: Probability = 0.25
+    median: Amount = 0.0
+    sigma: Amount = 1.5
+    fail_every: Count = 0
+
+    @model_validator(mode="after")
+    def _world_is_consistent(self) -> WorldSection:
+        from agentgrad.testing.world import WorldConfig
+
+        try:
+            WorldConfig(**self.world_fields())
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def world_fields(self) -> dict[str, Any]:
+        """The `WorldConfig` keyword arguments."""
+        return self.model_dump(exclude={"median", "sigma", "fail_every"})
+
+
+class TaskSection(BaseModel):
+    """What to train on: exactly one of `world`, `set` (a shipped set) or `path` (a JSONL, CSV or Parquet file)."""
+
+    model_config = _STRICT
+    world: WorldSection | None = None
+    set_: str | None = Field(None, alias="set")
+    path: str | None = None
+    prompt: str = "question"
+    gold: str = "answer"
+    id: str | None = None
+    score: str | None = None
+    skill: str = ""
+
+    @field_validator("set_")
+    @classmethod
+    def _known_set(cls, value: str | None) -> str | None:
+        from agentgrad.data.shipped import available_sets
+
+        if value is not None and value not in available_sets():
+            raise ValueError(f"expected one of the shipped sets {available_sets()}, got {value!r}")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        path = resolve_path(value, info.context)
+        if path.suffix.lower() not in (".jsonl", ".csv", ".parquet"):
+            raise ValueError(f"expected a .jsonl, .csv or .parquet file, got {value!r}")
+        if not path.is_file():
+            raise ValueError(f"expected an existing data file, but {str(path)!r} does not exist")
+        return str(path)
+
+    @field_validator("score")
+    @classmethod
+    def _known_score(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and value not in BUILTIN_SCORERS:
+            check_import_path(value, base_dir(info.context), what=f"a built-in scorer {list(BUILTIN_SCORERS)} or")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TaskSection:
+        given = [name for name, value in (("world", self.world), ("set", self.set_), ("path", self.path))
+                 if value is not None]
+        if len(given) != 1:
+            raise ValueError(f"expected exactly one of 'world', 'set' or 'path', got {given or 'none'}")
+        extra = sorted(self.model_fields_set - {"world"})
+        if self.world is not None and extra:
+            raise ValueError(f"the world brings its own tasks and scores; remove {extra}")
+        return self
+
+
+class ModelSection(BaseModel):
+    """Who solves and proposes: a named model, or `run` and `propose` functions ("module:function")."""
+
+    model_config = _STRICT
+    name: str | None = None
+    run: str | None = None
+    propose: str | None = None
+    repair: str | None = None
+    params: dict[str, Any] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        kind, colon, rest = value.partition(":")
+        if kind == "local" or (kind in ("openai", "anthropic") and colon and rest):
+            return value
+        raise ValueError(f"expected a model {MODEL_KINDS}, got {value!r}")
+
+    @field_validator("run", "propose", "repair")
+    @classmethod
+    def _importable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            check_import_path(value, base_dir(info.context))
+        return value
+
+    @model_validator(mode="after")
+    def _who(self) -> ModelSection:
+        own = (self.run is not None, self.propose is not None)
+        if self.name is not None and any(own):
+            raise ValueError("expected either 'name' or 'run' and 'propose', not both")
+        if self.name is None and own != (True, True):
+            raise ValueError(f"expected 'name' (a model {MODEL_KINDS}) or both 'run' and 'propose' functions")
+        if self.params is not None and self.name is None:
+            raise ValueError("'params' go to a named model's calls; with your own 'run', set them there")
+        return self
+
+
+class BudgetSection(BaseModel):
+    """The `Budget` limits: at least one of rollouts, proposals, gate_evals, tokens, cost or wall_time."""
+
+    model_config = _STRICT
+    rollouts: Count | None = None
+    proposals: Count | None = None
+    gate_evals: Count | None = None
+    tokens: Count | None = None
+    cost: Amount | None = None
+    wall_time: Amount | None = None
+    tokens_per_call: Positive = 4096
+    cost_per_call: Amount = 0.05
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> BudgetSection:
+        limits = ("rollouts", "proposals", "gate_evals", "tokens", "cost", "wall_time")
+        if all(getattr(self, name) is None for name in limits):
+            raise ValueError(f"expected at least one limit of {list(limits)}; an unlimited run would never stop")
+        return self
+
+
+def _workers_from_int(value: object) -> object:
+    """``workers = 8`` means 8 rollout workers and half as many proposers and gate workers (as `Workers.of`)."""
+    expected = "expected an int >= 1 or a table of rollout, propose, gate, slots, threads"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"{expected}; got {value}")
+        return {"rollout": value, "propose": max(1, value // 2), "gate": max(1, value // 2)}
+    if not isinstance(value, (dict, WorkersSection)):
+        raise ValueError(f"{expected}; got {value!r:.60}")
+    return value
+
+
+class WorkersSection(BaseModel):
+    """Concurrency per stage (see `Workers`)."""
+
+    model_config = _STRICT
+    rollout: Positive = 4
+    propose: Positive = 2
+    gate: Positive = 2
+    slots: Positive | None = None
+    threads: Positive = 32
+
+
+class StalenessSection(BaseModel):
+    """How far workers may lag (see `Staleness`); policy "repair" needs a repair function (or the world)."""
+
+    model_config = _STRICT
+    async_ratio: Count = 0
+    alpha_max: Count = 4
+    policy: Literal["keep", "discard", "repair"] = "discard"
+
+
+class RunSection(BaseModel):
+    """How the run spends its budget, and where its run directory is (relative to the current directory)."""
+
+    model_config = _STRICT
+    workers: Annotated[WorkersSection, BeforeValidator(_workers_from_int)] = Field(default_factory=WorkersSection)
+    asynchronous: bool = True
+    seed: int = 0
+    store: str | None = None
+    staleness: StalenessSection = Field(default_factory=StalenessSection)
+
+
+class CliConfig(BaseModel):
+    """A whole configuration file."""
+
+    model_config = _STRICT
+    task: TaskSection
+    model: ModelSection | None = None
+    budget: BudgetSection
+    run: RunSection = Field(default_factory=RunSection)
+
+    @model_validator(mode="after")
+    def _agent_matches_task(self) -> CliConfig:
+        if self.task.world is not None and self.model is not None:
+            raise ValueError("the world task brings its own simulated agent; remove the [model] section")
+        if self.task.world is None and self.model is None:
+            raise ValueError("expected a [model] section (name, or run and propose) for this task")
+        repairs = self.task.world is not None or (self.model is not None and self.model.repair is not None)
+        if self.run.staleness.policy == "repair" and not repairs:
+            raise ValueError("run.staleness.policy = 'repair' needs model.repair (a 'module:function')")
+        return self
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """A configuration file's text, its format and the directory relative paths and modules are found in."""
+
+    text: str
+    format: Literal["toml", "yaml"]
+    base_dir: str
+    name: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"text": self.text, "format": self.format, "base_dir": self.base_dir, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ConfigSource:
+        if not isinstance(data, dict) or data.get("format") not in ("toml", "yaml"):
+            raise ConfigError(f"the run directory's stored configuration is malformed: {data!r:.120}")
+        return cls(str(data["text"]), data["format"], str(data["base_dir"]), str(data["name"]))
+
+
+def base_dir(context: Any) -> Path | None:
+    """The config file's directory, from a validation context."""
+    value = context.get("base_dir") if isinstance(context, dict) else None
+    return Path(value) if value is not None else None
+
+
+def resolve_path(value: str, context: Any) -> Path:
+    """`value` as a path, relative to the config file's directory."""
+    path = Path(value).expanduser()
+    folder = base_dir(context)
+    return path if path.is_absolute() or folder is None else (folder / path).resolve()
+
+
+def read_source(path: Path) -> ConfigSource:
+    """Read a configuration file; the format comes from its suffix (.toml, .yaml or .yml)."""
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigFileError(str(path), [f"expected a .toml, .yaml or .yml file, got {path.name!r}"])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(str(path), [f"cannot read the file ({exc})"]) from exc
+    return ConfigSource(text, "toml" if suffix == ".toml" else "yaml", str(path.resolve().parent), str(path))
+
+
+def parse_text(source: ConfigSource) -> Any:
+    """The raw content of a configuration (tables as dicts), not yet validated."""
+    if source.format == "toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+        try:
+            return tomllib.loads(source.text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigFileError(source.name, [f"not valid TOML: {exc}"]) from exc
+    import importlib
+
+    yaml = importlib.import_module("yaml")  # PyYAML ships no type stubs; treated as Any
+    try:
+        return yaml.safe_load(source.text)
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(source.name, [f"not valid YAML: {' '.join(str(exc).split())}"]) from exc
+
+
+def parse_config(source: ConfigSource) -> CliConfig:
+    """Validate a configuration; `ConfigFileError` lists every problem with its dotted key."""
+    data = parse_text(source)
+    if not isinstance(data, dict):
+        raise ConfigFileError(source.name, [f"expected a table of sections at the top, got {type(data).__name__}"])
+    try:
+        return CliConfig.model_validate(data, context={"base_dir": source.base_dir})
+    except ValidationError as exc:
+        from agentgrad.cli.problems import describe
+
+        raise ConfigFileError(source.name, describe(exc, CliConfig)) from None
+
+
+def load_config(path: Path) -> tuple[ConfigSource, CliConfig]:
+    """Read and validate a configuration file."""
+    source = read_source(path)
+    return source, parse_config(source)
