@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types pytest bench clean
+.PHONY: demo test lint types pytest bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_bench.py
 	$(BIN)/python benchmarks/runtime_bench.py
 	$(BIN)/python benchmarks/provider_bench.py
+
+docs: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,13 +1,14 @@
 """The asynchronous runtime: stage pools joined by bounded channels, no barrier between rounds.
 
-    rollout workers --(rollouts)--> proposers --(proposals)--> gate workers --(candidates)--> aggregator
-                                                                   ^                              |
-                                                                   +-------- held (rechecks) -----+
+    rollout workers --(rollouts)--> proposers --(work)--> gate workers --(candidates)--> aggregator
+                                                              ^                              |
+                                                              +--- held, stale-to-repair ----+
 
-Each pool has its own size; the user's `run` is bounded by the engine's slot semaphore. Channels are bounded, so
-a slow gate or aggregator holds the proposers back (backpressure). A rollout worker refreshes its snapshot once
-the head is more than `async_ratio` versions ahead. Every task lives in one task group; the loop ends when the
-budgets run out and every channel has drained.
+Each pool has its own size; the user's `run` is bounded by the engine's run slots and `propose` (and `repair`)
+by its propose slots. Channels are bounded, so a slow gate or aggregator holds the proposers back, and slow
+proposers hold the rollout workers back (backpressure). A rollout worker refreshes its snapshot once the head is
+more than `async_ratio` versions ahead. Every task lives in one task group; the loop ends when the budgets run out
+(or nothing more can be evaluated) and every channel has drained.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 from agentgrad.core.decision import Outcome
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
-from agentgrad.runtime.engine import Engine, Proposed, Rollout, Snapshot, held_outcomes, recheck
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.records import Proposed, Rollout
+from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
 
-Work = tuple[Proposed | None, Candidate | None, Outcome | None]  # a new proposal, or a held candidate to recheck
+Work = tuple[Proposed | None, Candidate | None, Outcome | None]  # a new proposal, or a candidate sent back
+_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 @dataclass
@@ -33,8 +37,8 @@ class _Feedback:
     """The aggregator's own sender into the gate channel.
 
     `waiting` holds the ids of every diff between the proposers and the end of an aggregator step (queued, being
-    evaluated, or held for a recheck). The sender closes once the proposers are done and nothing is waiting, which
-    lets the gate workers, then the aggregator, finish.
+    evaluated, or sent back). The sender closes once the proposers are done and nothing is waiting, which lets the
+    gate workers, then the aggregator, finish.
     """
 
     send: ObjectSendStream[Work]
@@ -47,31 +51,42 @@ class _Feedback:
             self.closed = True
             self.send.close()
 
+    def send_back(self, group: TaskGroup, work: list[tuple[Candidate, Outcome]]) -> None:
+        """Queue candidates for the gate again, each in its own task (never awaited here: no cycle of waits)."""
+        for candidate, outcome in work:
+            self.waiting.add(candidate.diff.id)
+            group.start_soon(self.send.send, (None, candidate, outcome))
+
+
+def _starved(engine: Engine) -> bool:
+    """True when nothing more could reach a verdict: the gate budget is spent, or rollouts bring nothing."""
+    return engine.meter.remaining("gate_evals") <= 0 or engine.idle()
+
 
 async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout]) -> None:
     name = f"worker-{index}"
     snapshot = engine.head
     async with out:
-        while True:
+        while not _starved(engine) and engine.meter.remaining("proposals") > 0:  # else a rollout leads nowhere
             if engine.head.version - snapshot.version > engine.config.staleness.async_ratio:
                 snapshot = engine.head
             task = engine.pick_task(engine.counts["rollout_dispatch"])
             engine.counts["rollout_dispatch"] += 1
             try:
                 rollout = await engine.rollout(name, snapshot, task)
-            except OutOfBudget:
-                return
-            await out.send(rollout)
+                await out.send(rollout)
+            except (OutOfBudget, *_GONE):
+                return  # the budget is spent, or every proposer has stopped
 
 
 async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: ObjectSendStream[Work],
                     feedback: _Feedback) -> None:
     async with inbox, out:
         async for rollout in inbox:
-            diff_id = f"a{engine.counts['proposal_seq']:06d}"
-            engine.counts["proposal_seq"] += 1
+            if _starved(engine):
+                return
             try:
-                proposed = await engine.propose(rollout, diff_id)
+                proposed = await engine.propose(rollout)
             except OutOfBudget:
                 return
             if proposed is not None:
@@ -79,33 +94,36 @@ async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: Ob
                 await out.send((proposed, None, None))
 
 
+async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate | None,
+                    outcome: Outcome | None) -> Candidate | None:
+    try:
+        if held is not None and outcome is not None:
+            return await recheck(engine, held, outcome)
+        assert proposed is not None
+        return await admit_and_evaluate(engine, proposed)
+    except OutOfBudget:
+        engine.counts["unfinished_evaluations"] += 1
+        return None
+
+
 async def _gate_worker(engine: Engine, inbox: ObjectReceiveStream[Work], out: ObjectSendStream[Candidate],
                        feedback: _Feedback) -> None:
     async with inbox, out:
         async for proposed, held, outcome in inbox:
-            try:
-                if held is not None and outcome is not None:
-                    candidate = await recheck(engine, held, outcome)
-                else:
-                    assert proposed is not None
-                    fresh = engine.reanchor(proposed)
-                    candidate = None if fresh is None else await engine.evaluate(fresh)
-            except OutOfBudget:
-                engine.counts["unfinished_evaluations"] += 1
-                candidate = None
+            item = held.diff.id if held is not None else proposed.diff.id if proposed is not None else ""
+            candidate = await _gate_one(engine, proposed, held, outcome)
             if candidate is not None:
+                feedback.waiting.add(candidate.diff.id)  # a repair has a new id
+                if candidate.diff.id != item:
+                    feedback.waiting.discard(item)
                 await out.send(candidate)
             else:
-                item = held.diff.id if held is not None else proposed.diff.id if proposed is not None else ""
                 feedback.waiting.discard(item)
                 feedback.maybe_close()
 
 
 async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], feedback: _Feedback,
                       group: TaskGroup) -> None:
-    async def send_back(item: Work) -> None:
-        await feedback.send.send(item)
-
     async with inbox:
         async for first in inbox:
             batch = [first]
@@ -116,14 +134,12 @@ async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], fee
                     break
             result = engine.aggregate(batch)
             feedback.waiting.difference_update(c.diff.id for c in batch)
-            for candidate, outcome in held_outcomes(result):
-                feedback.waiting.add(candidate.diff.id)
-                group.start_soon(send_back, (None, candidate, outcome))  # not awaited here: no cycle of waits
+            feedback.send_back(group, follow_ups(engine, result, batch))
             feedback.maybe_close()
 
 
-async def _supervise(engine: Engine, pools: list[Any], feedback: _Feedback) -> None:
-    """Wait for the rollout and proposal pools, then let the feedback channel close when nothing is held."""
+async def _supervise(pools: list[Any], feedback: _Feedback) -> None:
+    """Wait for the rollout and proposal pools, then let the feedback channel close when nothing is waiting."""
     async with anyio.create_task_group() as group:
         for pool in pools:
             group.start_soon(*pool)
@@ -131,8 +147,11 @@ async def _supervise(engine: Engine, pools: list[Any], feedback: _Feedback) -> N
     feedback.maybe_close()
 
 
-async def run_async(engine: Engine) -> None:
-    """Run the stage pools until the budgets are spent and every channel is drained."""
+async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | None = None) -> None:
+    """Run the stage pools until the budgets are spent and every channel is drained.
+
+    `pending` is work a resumed run found in flight; it goes to the gate first.
+    """
     w = engine.config.workers
     roll_send, roll_recv = anyio.create_memory_object_stream[Rollout](max(1, w.propose) * 2)
     work_send, work_recv = anyio.create_memory_object_stream[Work](max(1, w.gate) * 2)
@@ -140,14 +159,16 @@ async def run_async(engine: Engine) -> None:
     feedback = _Feedback(work_send.clone())
     pools: list[Any] = []
     with anyio.move_on_after(max(0.0, engine.time_left())):
+        # The original stream ends close as soon as the clones are handed out; the group then waits for its tasks.
         async with anyio.create_task_group() as group, roll_send, roll_recv, work_send, work_recv, cand_send, \
                 cand_recv:
             pools += [(_rollout_worker, engine, i, roll_send.clone()) for i in range(w.rollout)]
             pools += [(_proposer, engine, roll_recv.clone(), work_send.clone(), feedback) for _ in range(w.propose)]
-            group.start_soon(_supervise, engine, pools, feedback)
+            feedback.send_back(group, list(pending or []))
+            group.start_soon(_supervise, pools, feedback)
             for _ in range(w.gate):
                 group.start_soon(_gate_worker, engine, work_recv.clone(), cand_send.clone(), feedback)
             group.start_soon(_aggregator, engine, cand_recv.clone(), feedback, group)
 
 
-__all__ = ["Snapshot", "run_async"]
+__all__ = ["run_async"]

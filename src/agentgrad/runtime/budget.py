@@ -79,8 +79,8 @@ class Meter:
 
     def _check(self, amounts: Mapping[str, float]) -> None:
         for kind, amount in amounts.items():
-            if kind not in self.used or amount < 0:
-                raise ConfigError(f"unknown budget kind or negative amount: {kind}={amount!r}")
+            if kind not in self.used or not math.isfinite(amount) or amount < 0:
+                raise ConfigError(f"unknown budget kind, or an amount that is not finite and >= 0: {kind}={amount!r}")
 
     def can_reserve(self, amounts: Mapping[str, float]) -> bool:
         """True if every amount fits next to what is used and reserved."""
@@ -129,6 +129,8 @@ class Meter:
         used = data.get("used")
         if not isinstance(used, Mapping) or set(used) != set(KINDS):
             raise StateDictError(f"meter state needs 'used' with keys {KINDS}, got {used!r}")
+        if any(isinstance(used[k], bool) or not isinstance(used[k], (int, float)) for k in KINDS):
+            raise StateDictError(f"meter used amounts must be numbers, got {dict(used)!r}")
         values = {k: float(used[k]) for k in KINDS}
         if any(not math.isfinite(v) or v < 0 for v in values.values()):
             raise StateDictError(f"meter used amounts must be finite and >= 0, got {values}")

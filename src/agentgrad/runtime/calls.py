@@ -1,16 +1,22 @@
 """Calling the user's functions: sync or async, bounded, timed out, and validated.
 
-`run(rendered, task)` and `propose(rendered, task, output, reward)` may be plain or `async def` functions.
-Synchronous ones run in a bounded thread pool (an anyio `CapacityLimiter`); every call has a timeout. Their
-failures are per-example evidence (`CallOutcome.error`); a broken `reward` is systemic and raises `RewardError`.
-Note: a hanging *synchronous* function cannot be killed; after its timeout its thread is abandoned and keeps its
-pool slot until it returns. Async functions are cancelled cleanly.
+`run(rendered, task)`, `propose(rendered, task, output, reward)` and `reward(task, output)` may be plain or
+`async def` functions. Synchronous ones run in a bounded thread pool (an anyio `CapacityLimiter`); every call has
+a timeout. Failures of `run` and `propose` are per-example evidence (`CallOutcome.error`); a broken `reward` is
+systemic and raises `RewardError`.
+
+`Slots` bounds how many calls of one user function run at once. An async function is cancelled cleanly on
+timeout. A hanging *synchronous* function cannot be killed: after its timeout the caller moves on, but the thread
+keeps its slot until the function really returns, so the user's function never runs more often at once than
+allowed (a call queued behind it waits, and gives up at its own timeout without starting).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import numbers
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +27,23 @@ import anyio.to_thread
 from agentgrad.errors import RewardError
 
 MAX_OUTPUT_CHARS = 1_000_000
+
+
+class _Abandoned(Exception):
+    """Raised in a worker thread whose caller gave up before the function could start."""
+
+
+class Slots:
+    """At most `size` concurrent calls of a user function, counted until each call really ends.
+
+    State: an async semaphore (callers queue on it in the event loop) and a thread semaphore held by the thread
+    that runs a synchronous function, released only when that function returns (even after a timeout).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, int(size))
+        self.queue = anyio.Semaphore(self.size)
+        self.running = threading.BoundedSemaphore(self.size)
 
 
 @dataclass(frozen=True)
@@ -45,13 +68,25 @@ class CallOutcome:
         return self.error is None
 
 
-def _usage_of(value: Any) -> Usage:
+def _count(value: object, what: str) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what} must be a number, got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{what} must be finite and >= 0, got {number!r}")
+    return number
+
+
+def usage_of(value: Any) -> Usage:
+    """The usage a returned value reports (`.usage` with tokens, input/output tokens, cost); ValueError if bad."""
     usage = getattr(value, "usage", None)
     if usage is None:
         return Usage()
-    tokens = int(getattr(usage, "tokens", 0) or 0) + int(getattr(usage, "input_tokens", 0) or 0) \
-        + int(getattr(usage, "output_tokens", 0) or 0)
-    return Usage(tokens, float(getattr(usage, "cost", 0.0) or 0.0))
+    tokens = sum(_count(getattr(usage, name, 0), f"usage.{name}")
+                 for name in ("tokens", "input_tokens", "output_tokens"))
+    return Usage(int(tokens), _count(getattr(usage, "cost", 0.0), "usage.cost"))
 
 
 def _text_of(value: Any) -> str | None:
@@ -61,35 +96,87 @@ def _text_of(value: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _guarded(fn: Callable[..., Any], args: tuple[Any, ...], running: threading.BoundedSemaphore | None,
+             abandoned: threading.Event) -> Any:
+    """Run `fn(*args)` in a worker thread, holding a slot of `running` until it returns."""
+    if running is None:
+        return fn(*args)
+    running.acquire()
+    try:
+        if abandoned.is_set():
+            raise _Abandoned
+        return fn(*args)
+    finally:
+        running.release()
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message`, at most 500 characters, safe to store (lone surrogates escaped)."""
+    text = f"{type(exc).__name__}: {exc}"[:500]
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class Caller:
     """Runs user functions with a thread-pool bound and a timeout; `clock` is the injected time port."""
 
     def __init__(self, *, threads: int, timeout: float, clock: Callable[[], float]) -> None:
         self.limiter = anyio.CapacityLimiter(max(1, threads))
+        self._threads = anyio.CapacityLimiter(max(1, threads))  # never waited on: `limiter` is taken first
         self.timeout = timeout
         self.clock = clock
 
-    async def call(self, fn: Callable[..., Any], *args: Any) -> CallOutcome:
-        """Call `fn(*args)`; exceptions and timeouts become an outcome with an error, never a raise."""
-        start = self.clock()
-        try:
+    async def invoke(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                     running: threading.BoundedSemaphore | None = None) -> Any:
+        """Call `fn(*args)` (awaiting it, or in the thread pool) under the timeout; exceptions propagate.
+
+        Waiting for a free worker thread is not part of the timeout; a timed-out synchronous call is abandoned
+        (its thread finishes on its own; with `running`, it holds its slot until then).
+        """
+        if inspect.iscoroutinefunction(fn):
             with anyio.fail_after(self.timeout):
-                if inspect.iscoroutinefunction(fn):
-                    value = await fn(*args)
-                else:
-                    value = await anyio.to_thread.run_sync(lambda: fn(*args), limiter=self.limiter,
-                                                           abandon_on_cancel=True)
+                return await fn(*args)
+        abandoned = threading.Event()
+        async with self.limiter:
+            try:
+                with anyio.fail_after(self.timeout):
+                    value = await anyio.to_thread.run_sync(_guarded, fn, args, running, abandoned,
+                                                           limiter=self._threads, abandon_on_cancel=True)
                     if inspect.isawaitable(value):
                         value = await value
+                    return value
+            except BaseException:
+                abandoned.set()
+                raise
+
+    async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None) -> CallOutcome:
+        """Call `fn(*args)`; exceptions and timeouts become an outcome with an error, never a raise.
+
+        With `slots`, the call first waits for a free slot (that wait is not part of the timeout).
+        """
+        if slots is None:
+            return await self._call(fn, args, None)
+        async with slots.queue:
+            return await self._call(fn, args, slots.running)
+
+    async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                    running: threading.BoundedSemaphore | None) -> CallOutcome:
+        start = self.clock()
+        try:
+            value = await self.invoke(fn, args, running)
         except TimeoutError:
             return CallOutcome(None, f"timed out after {self.timeout:g} s", self.clock() - start)
         except Exception as exc:  # noqa: BLE001 - a user function's failure is this example's evidence
-            return CallOutcome(None, f"{type(exc).__name__}: {exc}"[:500], self.clock() - start)
-        return CallOutcome(value, None, self.clock() - start, _usage_of(value))
+            return CallOutcome(None, _describe(exc), self.clock() - start)
+        seconds = self.clock() - start
+        try:
+            usage = usage_of(value)
+        except ValueError as exc:
+            return CallOutcome(None, f"the call reported invalid usage: {exc}", seconds)
+        return CallOutcome(value, None, seconds, usage)
 
-    async def run(self, fn: Callable[..., Any], rendered: str, task: Any) -> CallOutcome:
+    async def run(self, fn: Callable[..., Any], rendered: str, task: Any, *, slots: Slots | None = None) -> CallOutcome:
         """Call `run` and check that it returned text (a string, or an object with a `.text` string)."""
-        outcome = await self.call(fn, rendered, task)
+        outcome = await self.call(fn, rendered, task, slots=slots)
         if not outcome.ok:
             return outcome
         text = _text_of(outcome.value)
@@ -102,16 +189,21 @@ class Caller:
         return CallOutcome(text, None, outcome.seconds, outcome.usage)
 
     async def reward(self, fn: Callable[..., Any], task: Any, task_id: str, output: str) -> float:
-        """Call `reward`; anything but a finite number in [0, 1] raises `RewardError` naming the task."""
+        """Call `reward`; anything but a finite number in [0, 1] (or a raise, or a timeout) is a `RewardError`."""
         try:
-            value: Any = fn(task, output)
+            value: Any = await self.invoke(fn, (task, output))
             if isinstance(value, Awaitable):
                 value = await value
+        except TimeoutError as exc:
+            raise RewardError(f"reward timed out after {self.timeout:g} s on task {task_id!r}") from exc
         except Exception as exc:
-            raise RewardError(f"reward raised on task {task_id!r}: {type(exc).__name__}: {exc}") from exc
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RewardError(f"reward raised on task {task_id!r}: {_describe(exc)}") from exc
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise RewardError(f"reward returned {type(value).__name__} on task {task_id!r}, expected a float in [0, 1]")
-        score = float(value)
+        try:
+            score = float(value)
+        except OverflowError:
+            score = math.inf
         if math.isnan(score) or not 0.0 <= score <= 1.0:
             raise RewardError(f"reward returned {score!r} on task {task_id!r}, outside [0, 1]")
         return score

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -48,7 +49,8 @@ class Workers:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"Workers.{name} must be an int >= 1, got {value!r}")
-        if self.slots is not None and (not isinstance(self.slots, int) or self.slots < 1):
+        if self.slots is not None and (not isinstance(self.slots, int) or isinstance(self.slots, bool)
+                                       or self.slots < 1):
             raise ConfigError(f"Workers.slots must be an int >= 1 or None, got {self.slots!r}")
 
     @property
@@ -83,10 +85,14 @@ class Staleness:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", StalePolicy(self.policy))
-        if self.async_ratio < 0 or self.alpha_max < 0:
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.async_ratio, self.alpha_max)) \
+                or self.async_ratio < 0 or self.alpha_max < 0:
             raise ConfigError(f"async_ratio and alpha_max must be >= 0, got {self.async_ratio}, {self.alpha_max}")
         if self.policy is StalePolicy.REPAIR and self.repair is None:
             raise ConfigError("Staleness(policy='repair') needs a repair callback")
+        if self.repair is not None and not callable(self.repair):
+            raise ConfigError(f"Staleness.repair must be a function (diff_dict, head_text) -> proposal, "
+                              f"got {type(self.repair).__name__}")
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,16 @@ class RunConfig:
     asynchronous: bool = True
     seed: int = 0
     max_batch: int = 16
+
+    def __post_init__(self) -> None:
+        timeout = self.timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            raise ConfigError(f"RunConfig.timeout must be a finite number of seconds > 0, got {timeout!r}")
+        for name, low in (("seed", None), ("max_batch", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+                raise ConfigError(f"RunConfig.{name} must be an int{f' >= {low}' if low else ''}, got {value!r}")
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description, stored with the run."""

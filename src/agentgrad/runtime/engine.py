@@ -2,32 +2,30 @@
 
 The engine owns the run's mutable state (budget meter, aggregator, score cache, duration estimates, counters)
 and its ports (store, event log, clock, the user's functions). The synchronous and asynchronous loops only decide
-*when* to call these stages; everything a stage does is the same in both.
+*when* to call these stages; everything a stage does is the same in both. Stale diffs and work sent back by a step
+are handled in `stale.py`.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-import anyio
-
-from agentgrad.core.artifact import Artifact, content_hash
+from agentgrad.core.artifact import Artifact, Version, content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint
 from agentgrad.core.evidence import Evidence
-from agentgrad.core.rebase import Conflict, rebase
-from agentgrad.errors import InvalidProposalError, RunFailedError
+from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError, RunFailedError
 from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.schedules import delta_schedule
 from agentgrad.optim.tabu import TabuState, is_tabu
 from agentgrad.runtime.budget import Budget, Meter, OutOfBudget
-from agentgrad.runtime.calls import Caller, CallOutcome
-from agentgrad.runtime.config import RunConfig, StalePolicy
+from agentgrad.runtime.calls import Caller, CallOutcome, Slots
+from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
+from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.commit import commit_step
@@ -36,35 +34,6 @@ from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
 
 Callback = Callable[[str, Mapping[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A worker's view of the artifact: a version and its text."""
-
-    version: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """One call of `run` on a training task and its reward."""
-
-    worker: str
-    task_id: str
-    snapshot: Snapshot
-    output: str | None
-    reward: float
-    error: str | None
-
-
-@dataclass(frozen=True)
-class Proposed:
-    """A diff made from a rollout, on its way to the gate."""
-
-    diff: Diff
-    snapshot: Snapshot
-    origin: Rollout | None
 
 
 @dataclass(frozen=True)
@@ -77,45 +46,37 @@ class UserFunctions:
     repair: Callable[..., Any] | None = None
 
 
-class Engine:
-    """Shared stages of a run. Not thread-safe: used from one event loop."""
+class Engine(Recorder):
+    """Shared stages of a run. Not thread-safe: used from one event loop.
+
+    State (besides the `Recorder`'s log and counters): the budget meter, the aggregator, the score cache, the
+    duration estimator, the head snapshot, and `open`, the diffs without a final verdict in the store yet
+    (proposals not yet decided, candidates held for more evidence).
+    """
 
     def __init__(self, *, tasks: Mapping[str, Any], train: Sequence[str], val: Sequence[str], artifact: Artifact,
                  strategy: Strategy, user: UserFunctions, config: RunConfig, budget: Budget, store: SQLiteStore,
                  events: EventLog, aggregator: Aggregator, clock: Callable[[], float],
                  callbacks: Sequence[Callback] = ()) -> None:
+        super().__init__(events, clock, callbacks)
         self.tasks, self.train, self.val = tasks, list(train), list(val)
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
-        self.store, self.events, self.aggregator, self.clock = store, events, aggregator, clock
-        self.callbacks = list(callbacks)
+        self.store, self.aggregator = store, aggregator
         self.meter = Meter(budget)
         self.caller = Caller(threads=config.workers.threads, timeout=config.timeout, clock=clock)
-        self.slots = anyio.Semaphore(config.workers.run_slots)
+        self.run_slots = Slots(config.workers.run_slots)
+        self.propose_slots = Slots(config.workers.propose)
         self.estimator = DurationEstimator()
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
                          margin=config.acceptance.margin, estimator=self.estimator)
-        self.counts: Counter[str] = Counter()
         self.first_run_error: str | None = None
-        self.calls = 0
-        self.steps = 0
-        self.started = clock()
-        self.wall_before = 0.0
+        self.open: dict[str, Diff] = {}
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
-    # -- events and budget -------------------------------------------------------------------------------------
-    def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
-        """Log an event durably, then tell the callbacks."""
-        self.events.append(kind, payload)
-        for callback in self.callbacks:
-            callback(kind, payload)
-
-    def elapsed(self) -> float:
-        """Wall time of this run so far, over resumes."""
-        return self.wall_before + self.clock() - self.started
-
+    # -- budget ----------------------------------------------------------------------------------------------
     def time_left(self) -> float:
         """Seconds until the wall-time budget runs out (inf when unlimited)."""
         return self.meter.budget.limit("wall_time") - self.elapsed()
@@ -138,21 +99,47 @@ class Engine:
         self.events.append("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
         return call_id, amounts
 
-    def settle(self, call_id: int, kind: str, reserved: dict[str, float], outcome: CallOutcome,
-               task_id: str) -> None:
-        """Turn a reservation into use and log the result."""
-        actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
-        self.meter.settle(reserved, actual)
-        self.events.append("done", {"call": call_id, "kind": kind, "task": task_id, "actual": actual,
-                                    "error": outcome.error, "seconds": outcome.seconds})
+    def affordable(self, kind: str, calls: int) -> bool:
+        """True if `calls` more calls of `kind` fit in every budget they draw on (count, tokens, cost)."""
+        return all(self.meter.remaining(k) >= amount * calls - 1e-9 for k, amount in self._amounts(kind).items())
 
-    # -- calling run ---------------------------------------------------------------------------------------------
+    def settle(self, call_id: int, kind: str, reserved: dict[str, float], outcome: CallOutcome | None,
+               subject: str) -> None:
+        """Turn a reservation into use and log the result (`subject`: the task id, or for a repair the diff id).
+
+        `outcome` None means the call was cancelled after it started: it is charged its reservation (it may
+        have spent that much), exactly as a resumed run counts a call that never reported back.
+        """
+        if outcome is None:
+            actual = dict(reserved)
+            error: str | None = "cancelled"
+            seconds = 0.0
+        else:
+            actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
+            error, seconds = outcome.error, outcome.seconds
+        self.meter.settle(reserved, actual)
+        self.events.append("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
+                                    "error": error, "seconds": seconds})
+
+    async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
+                       subject: str, *, text_result: bool = False) -> CallOutcome:
+        """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation."""
+        call_id, reserved = self.reserve(kind)
+        outcome: CallOutcome | None = None
+        try:
+            if text_result:
+                outcome = await self.caller.run(fn, *args, slots=slots)
+            else:
+                outcome = await self.caller.call(fn, *args, slots=slots)
+        finally:
+            self.settle(call_id, kind, reserved, outcome, subject)
+        return outcome
+
+    # -- calling run -----------------------------------------------------------------------------------------
     async def call_run(self, kind: str, text: str, task_id: str) -> CallOutcome:
         """One budgeted, slot-bounded call of the user's `run` on `task_id` with `text` rendered."""
-        call_id, reserved = self.reserve(kind)
-        async with self.slots:
-            outcome = await self.caller.run(self.user.run, self.strategy.render(text), self.tasks[task_id])
-        self.settle(call_id, kind, reserved, outcome, task_id)
+        args = (self.strategy.render(text), self.tasks[task_id])
+        outcome = await self.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True)
         if self.estimator.observe(task_id, outcome.seconds):
             self.counts["stragglers"] += 1
         self._check_run_health(outcome)
@@ -175,11 +162,21 @@ class Engine:
             return 0.0
         return await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
 
-    # -- stages --------------------------------------------------------------------------------------------------
+    # -- rollouts and proposals ------------------------------------------------------------------------------
     def pick_task(self, index: int) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle)."""
         epoch, position = divmod(index, len(self.train))
         return seeded_order(self.train, seed=self.config.seed, salt=f"epoch{epoch}")[position]
+
+    def idle(self) -> bool:
+        """True when the rollout budget is unlimited and two epochs of rollouts brought nothing to the gate (the
+        run then stops instead of spinning until another budget runs out; logged once as an "idle" event)."""
+        threshold = max(2 * len(self.train), 2 * self.config.workers.rollout)
+        idle = self.meter.budget.rollouts is None and self.counts["idle_rollouts"] >= threshold
+        if idle and not self.counts["idle_stops"]:
+            self.counts["idle_stops"] += 1
+            self.emit("idle", {"rollouts_without_a_proposal": self.counts["idle_rollouts"]})
+        return idle
 
     async def rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout:
         """Run the agent with `snapshot` on a training task and score it."""
@@ -189,44 +186,58 @@ class Engine:
             reward = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
         self.cache.put(snapshot.text, task_id, reward)
         self.counts["rollouts"] += 1
+        self.counts["idle_rollouts"] += 1
         return Rollout(worker, task_id, snapshot, outcome.value if outcome.ok else None, reward, outcome.error)
 
-    async def propose(self, rollout: Rollout, diff_id: str) -> Proposed | None:
-        """Ask for an edit from a failed rollout; None when there is nothing to evaluate (counted)."""
+    async def propose(self, rollout: Rollout) -> Proposed | None:
+        """Ask for an edit from a failed rollout; None when there is nothing to evaluate (counted and logged).
+
+        The diff's id is ``p`` and the number of the propose call, unique in the run directory across resumes.
+        """
         if rollout.reward >= 1.0:
             self.counts["passed_rollouts"] += 1
             return None
-        call_id, reserved = self.reserve("proposals")
-        rendered = self.strategy.render(rollout.snapshot.text)
-        outcome = await self.caller.call(self.user.propose, rendered, self.tasks[rollout.task_id],
-                                         rollout.output, rollout.reward)
-        self.settle(call_id, "proposals", reserved, outcome, rollout.task_id)
+        args = (self.strategy.render(rollout.snapshot.text), self.tasks[rollout.task_id], rollout.output,
+                rollout.reward)
+        diff_id = f"p{self.calls:06d}"  # the id of the call `budgeted` reserves next: unique across resumes
+        outcome = await self.budgeted("proposals", self.user.propose, args, self.propose_slots, rollout.task_id)
+        about = {"task": rollout.task_id, "worker": rollout.worker}
+        diff = self.diff_from(outcome, rollout.snapshot, diff_id, rollout.worker, f"from task {rollout.task_id}",
+                              about)
+        return None if diff is None else Proposed(diff, rollout.snapshot, rollout)
+
+    def diff_from(self, outcome: CallOutcome, base: Snapshot, diff_id: str, author: str, rationale: str,
+                  about: Mapping[str, Any]) -> Diff | None:
+        """The diff a proposal asks for, logged as a proposal; None (counted, logged) for anything unusable."""
         if not outcome.ok:
-            self._proposal_failed("proposal_errors", rollout, str(outcome.error))
+            self._proposal_failed("proposal_errors", about, str(outcome.error))
             return None
         proposal = outcome.value
-        proposal = getattr(proposal, "text", proposal) if not isinstance(proposal, (str, dict, list)) else proposal
+        if not isinstance(proposal, (str, Mapping, list, tuple)):
+            proposal = getattr(proposal, "text", proposal)
         try:
-            diff = make_diff(self.strategy, self.artifact.id, rollout.snapshot.version, rollout.snapshot.text,
-                             proposal, author=rollout.worker, rationale=f"from task {rollout.task_id}")
-        except InvalidProposalError as exc:
-            self._proposal_failed("invalid_proposals", rollout, str(exc))
+            made = make_diff(self.strategy, self.artifact.id, base.version, base.text, proposal, author=author,
+                             rationale=rationale)
+        except (InvalidProposalError, InvalidOpError, ApplyConflictError) as exc:
+            self._proposal_failed("invalid_proposals", about, str(exc))
             return None
-        if not diff.ops:
-            self.counts["no_op_proposals"] += 1
+        if not made.ops:
+            self._proposal_failed("no_op_proposals", about, "the proposal changes nothing")
             return None
-        diff = Diff(diff.artifact_id, diff.base_version, diff.ops, diff.author, diff.rationale, id=diff_id)
+        diff = replace(made, id=diff_id)
         if self._is_tabu(diff):
-            self.counts["tabu_skips"] += 1
+            self._proposal_failed("tabu_skips", about, "the same change was already turned down")
             return None
         self.counts["proposals"] += 1
-        self.emit("proposal", {"diff": diff.to_dict(), "task": rollout.task_id, "worker": rollout.worker})
-        return Proposed(diff, rollout.snapshot, rollout)
+        self.counts["idle_rollouts"] = 0
+        self.open[diff.id] = diff
+        self.emit("proposal", {"diff": diff.to_dict(), **about})
+        return diff
 
-    def _proposal_failed(self, counter: str, rollout: Rollout, error: str) -> None:
+    def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.counts[counter] += 1
-        self.emit("proposal_failed", {"kind": counter, "task": rollout.task_id, "worker": rollout.worker,
-                                      "error": error[:300]})
+        safe = error[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+        self.emit("proposal_failed", {"kind": counter, **about, "error": safe})
 
     def _is_tabu(self, diff: Diff) -> bool:
         for state in getattr(self.aggregator.state, "states", ()):
@@ -234,29 +245,7 @@ class Engine:
                 return is_tabu(state, diff)
         return False
 
-    # -- the gate ------------------------------------------------------------------------------------------------
-    def reanchor(self, proposed: Proposed) -> Proposed | None:
-        """Move a diff made on an older snapshot onto the current head before it is evaluated.
-
-        Within the lag budget (or with the KEEP policy) it is rebased; otherwise, or on a conflict, DISCARD drops
-        it as stale (recorded) and REPAIR asks the repair callback (not here: see `repair`).
-        """
-        head = self.head
-        lag = head.version - proposed.diff.base_version
-        if lag <= 0:
-            return proposed
-        keep = self.config.staleness.policy is StalePolicy.KEEP
-        if lag <= self.config.staleness.alpha_max or keep:
-            moved = rebase(proposed.diff, head.text, head.version)
-            if isinstance(moved, Diff) and moved.ops:
-                self.counts["rebased_before_gate"] += 1
-                return Proposed(moved, head, proposed.origin)
-            reason = moved.reason if isinstance(moved, Conflict) else "the head already has its effect"
-        else:
-            reason = f"lag {lag} > alpha {self.config.staleness.alpha_max}"
-        self.record_verdict(proposed.diff, Evidence(()), Outcome.STALE, "gate", f"stale before evaluation: {reason}")
-        return None
-
+    # -- the gate --------------------------------------------------------------------------------------------
     async def evaluate(self, proposed: Proposed, *, full: bool = False) -> Candidate | None:
         """Screen, then score the candidate against its base on validation tasks."""
         diff, base = proposed.diff, proposed.snapshot
@@ -276,14 +265,23 @@ class Engine:
         self.counts["gated"] += 1
         return Candidate(diff, evidence)
 
-    def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str) -> None:
-        """Record a verdict reached outside the aggregator (gate screen, stale before evaluation)."""
+    def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str) -> Decision:
+        """Record a verdict reached outside the aggregator (gate screen, stale before evaluation, unfinished)."""
         decision = Decision(diff.id, diff.artifact_id, outcome, stage, reason, {}, fingerprint(diff))
         self.store.record(diff, evidence, decision)
         self.aggregator.observe([decision], self.context())
+        self.open.pop(diff.id, None)
         self.emit("decision", decision.to_dict())
+        return decision
 
-    # -- aggregation ---------------------------------------------------------------------------------------------
+    def close_open(self, reason: str) -> int:
+        """Record DEFERRED on every diff still without a final verdict (a resumed run evaluates them); how many."""
+        pending = list(self.open.values())
+        for diff in pending:
+            self.record_verdict(diff, Evidence(()), Outcome.DEFERRED, "gate", reason)
+        return len(pending)
+
+    # -- aggregation -----------------------------------------------------------------------------------------
     def context(self) -> Context:
         """The heads the optimizer sees now."""
         layer = self.artifact.layer
@@ -292,75 +290,45 @@ class Engine:
                        now=self.elapsed())
 
     def aggregate(self, candidates: Sequence[Candidate]) -> StepResult:
-        """One optimizer step on `candidates`, committed; the step's inputs are logged for replay."""
+        """One optimizer step on `candidates`, committed; its inputs are logged first, for resume and replay."""
+        started = self.clock()
         ctx = self.context()
-        self.emit("step", {"step": self.steps, "now": ctx.now, "head": self.head.version,
+        step = self.steps
+        self.in_step = True
+        self.emit("step", {"step": step, "now": ctx.now, "head": self.head.version,
                            "head_hash": content_hash(self.head.text),
                            "candidates": [candidate_to_dict(c) for c in candidates]})
         result = self.aggregator.step(candidates, ctx)
         versions = commit_step(self.store, result, candidates)
         if versions:
             self.head = Snapshot(versions[-1].number, versions[-1].text)
-        for decision in result.decisions:
-            self.counts[f"decision_{decision.outcome.value}"] += 1
-            self.emit("decision", decision.to_dict())
-        for version in versions:
-            self.emit("commit", {"artifact": version.artifact_id, "version": version.number,
-                                 "diff": version.diff_id})
-        self.steps += 1
-        self.checkpoint()
+        self.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
+        self.finish_step(step, result, versions)
         return result
 
+    def finish_step(self, step: int, result: StepResult, versions: Sequence[Version]) -> None:
+        """Log a step's verdicts, commits and held work in one transaction, then write the checkpoint."""
+        rows: list[tuple[str, Mapping[str, Any]]] = [("decision", {**d.to_dict(), "step": step})
+                                                     for d in result.decisions]
+        rows += [("commit", {"artifact": v.artifact_id, "version": v.number, "diff": v.diff_id}) for v in versions]
+        held = [{"candidate": candidate_to_dict(c), "outcome": result.decision_for(c.diff.id).outcome.value}
+                for c in result.held]
+        rows.append(("step_done", {"step": step, "held": held, "versions": [v.number for v in versions]}))
+        self.emit_many(rows)
+        for decision in result.decisions:
+            self.counts[f"decision_{decision.outcome.value}"] += 1
+            self.open.pop(decision.diff_id, None)
+        self.open.update({c.diff.id: c.diff for c in result.held})  # the store keeps only final verdicts
+        self.steps = step + 1
+        self.in_step = False
+        self.checkpoint()
+
     def checkpoint(self) -> None:
-        """Write the resumable state (aggregator, estimator, counters, steps, elapsed time)."""
+        """Write the resumable state (aggregator, estimator, counters, steps, elapsed time), unless a step is
+        half done (then the log, not a checkpoint, says where the run is)."""
+        if self.in_step:
+            return
         self.events.put("checkpoint", {
             "step": self.steps, "seq": self.events.last_seq(), "aggregator": self.aggregator.state_dict(),
             "estimator": self.estimator.state_dict(), "counts": dict(self.counts), "calls": self.calls,
             "wall_time": self.elapsed()})
-
-
-def candidate_to_dict(candidate: Candidate) -> dict[str, Any]:
-    """A JSON-ready candidate, for the step log."""
-    return {"diff": candidate.diff.to_dict(), "evidence": candidate.evidence.to_dict(),
-            "recheck": candidate.recheck, "parts": [p.to_dict() for p in candidate.parts]}
-
-
-def candidate_from_dict(data: Mapping[str, Any]) -> Candidate:
-    """The inverse of `candidate_to_dict`."""
-    return Candidate(Diff.from_dict(data["diff"]), Evidence.from_dict(data["evidence"]), bool(data["recheck"]),
-                     tuple(Diff.from_dict(p) for p in data["parts"]))
-
-
-async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Candidate | None:
-    """Re-evaluate a held candidate on the current head (on the whole validation split for a full check)."""
-    diff = candidate.diff
-    base = Snapshot(diff.base_version, engine.store.version(diff.artifact_id, diff.base_version).text)
-    proposed = engine.reanchor(Proposed(diff, base, None))
-    if proposed is None:
-        return None
-    engine.counts["rechecks"] += 1
-    return await engine.evaluate(proposed, full=outcome is Outcome.FULL_CHECK)
-
-
-def held_outcomes(result: StepResult) -> list[tuple[Candidate, Outcome]]:
-    """The held candidates of a step with the outcome that held them."""
-    return [(c, result.decision_for(c.diff.id).outcome) for c in result.held]
-
-
-async def held_out(engine: Engine, text: str, task_ids: Sequence[str]) -> float | None:
-    """Mean reward of `text` on held-out tasks (not charged to the budget; counted as test evaluations)."""
-    if not task_ids:
-        return None
-    scores: dict[str, float] = {}
-
-    async def one(task_id: str) -> None:
-        async with engine.slots:
-            outcome = await engine.caller.run(engine.user.run, engine.strategy.render(text), engine.tasks[task_id])
-        engine.counts["test_evals"] += 1
-        scores[task_id] = 0.0 if not outcome.ok else await engine.caller.reward(
-            engine.user.reward, engine.tasks[task_id], task_id, outcome.value)
-
-    async with anyio.create_task_group() as group:
-        for task_id in task_ids:
-            group.start_soon(one, task_id)
-    return sum(scores.values()) / len(scores)

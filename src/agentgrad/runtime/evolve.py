@@ -21,7 +21,7 @@ from agentgrad.optim.recipes import default
 from agentgrad.runtime.async_loop import run_async
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.engine import Callback, Engine, UserFunctions, held_out
+from agentgrad.runtime.engine import Callback, Engine, UserFunctions
 from agentgrad.runtime.result import Result, RunUsage
 from agentgrad.runtime.resume import restore
 from agentgrad.runtime.sync_loop import run_sync
@@ -84,14 +84,17 @@ def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConf
     return store, events, False
 
 
-def systemic(exc: BaseException) -> AgentgradError:
-    """The agentgrad error behind `exc` (unwrapping task-group exception groups); re-raises anything else."""
-    if isinstance(exc, AgentgradError):
-        return exc
+def _leaves(exc: BaseException) -> list[BaseException]:
     inner = getattr(exc, "exceptions", None)
-    if inner:
-        found = [systemic(e) for e in inner]
-        return found[0]
+    return [leaf for e in inner for leaf in _leaves(e)] if inner else [exc]
+
+
+def systemic(exc: BaseException) -> AgentgradError:
+    """The first agentgrad error behind `exc` (unwrapping task-group exception groups); re-raises `exc` when
+    there is none (a bug, not a run failure)."""
+    for leaf in _leaves(exc):
+        if isinstance(leaf, AgentgradError):
+            return leaf
     raise exc
 
 
@@ -103,65 +106,104 @@ def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
            propose: Callable[..., Any] | None = None, agent: Any = None, strategy: Strategy | None = None,
-           artifact: Artifact | str | None = None, budget: Budget, workers: int | Workers = 4,
-           asynchronous: bool = True, staleness: Staleness | None = None, store: str | Path | None = None,
-           seed: int = 0, callbacks: Sequence[Callback] = (), config: RunConfig | None = None) -> Result:
+           artifact: Artifact | str | None = None, budget: Budget, workers: int | Workers | None = None,
+           asynchronous: bool | None = None, staleness: Staleness | None = None, store: str | Path | None = None,
+           seed: int | None = None, callbacks: Sequence[Callback] = (), config: RunConfig | None = None,
+           clock: Callable[[], float] | None = None) -> Result:
     """Improve `artifact` on `tasks` with the user's `run`, `propose` and `reward`, within `budget`.
 
     `run(rendered, task)` returns the agent's output; `propose(rendered, task, output, reward)` returns an edit
-    (free text or structured) for the strategy; `reward(task, output)` returns a float in [0, 1]. Each may be a
-    plain or an `async def` function; `agent=` may supply run, propose (and repair). `store` is the run directory:
-    an existing one is resumed. Returns a `Result`; a systemic fault sets `Result.error` and is logged.
+    (free text or structured) for the strategy (`output` is None when `run` failed on that task);
+    `reward(task, output)` returns a float in [0, 1]. Each may be a plain or an `async def` function; `agent=`
+    may supply run, propose (and repair). `store` is the run directory: an existing one is resumed. `workers`,
+    `asynchronous`, `staleness` and `seed`, when given, override `config`. `clock` (seconds, monotonic;
+    `time.monotonic` by default) is the run's time port: a fake clock makes the optimizer's view of time, and so a
+    synchronous run, reproducible. Returns a `Result`; a systemic fault sets `Result.error` and is logged.
     """
     base = config or RunConfig()
-    config = replace(base, workers=Workers.of(workers), asynchronous=asynchronous,
-                     staleness=staleness or base.staleness, seed=seed)
+    config = replace(base, workers=base.workers if workers is None else Workers.of(workers),
+                     asynchronous=base.asynchronous if asynchronous is None else asynchronous,
+                     staleness=staleness or base.staleness, seed=base.seed if seed is None else seed)
     user = _user(run, propose, agent, reward, config.staleness.repair)
-    splits = _splits(tasks, seed)
+    splits = _splits(tasks, config.seed)
     start = _artifact(artifact)
     run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget, run_dir,
-                     list(callbacks))
+                     list(callbacks), clock or time.monotonic)
 
 
 async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
-                  budget: Budget, run_dir: Path, callbacks: list[Callback]) -> Result:
-    clock = time.monotonic
+                  budget: Budget, run_dir: Path, callbacks: list[Callback], clock: Callable[[], float]) -> Result:
     store, events, resuming = _open_run(run_dir, artifact, splits, config, budget, time.time)
     tasks = {t.id: t for t in (*splits.train, *splits.val, *splits.test)}
     engine = Engine(tasks=tasks, train=[t.id for t in splits.train], val=[t.id for t in splits.val],
                     artifact=artifact, strategy=strategy, user=user, config=config, budget=budget, store=store,
                     events=events, aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks)
-    error: BaseException | None = None
     try:
-        if resuming:
-            restore(engine)
-            engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used})
-        await (run_async(engine) if config.asynchronous else run_sync(engine))
-    except Exception as exc:
-        error = systemic(exc)
-        log.error("agentgrad run in %s failed: %s", run_dir, exc)
-        engine.emit("failed", {"error": f"{type(exc).__name__}: {exc}"})
-    finally:
-        engine.meter.used["wall_time"] = engine.elapsed()
-        engine.checkpoint()
+        error = await _loop(engine, resuming)
+    except BaseException:
+        store.close()
+        events.close()
+        raise
+    engine.close_open("not decided: the run ended (budget, time or an error) before its evaluation finished; "
+                      "a resumed run evaluates it again")
+    engine.meter.used["wall_time"] = engine.elapsed()
+    engine.checkpoint()
     return await _finish(engine, splits, artifact, run_dir, error)
 
 
+async def _loop(engine: Engine, resuming: bool) -> AgentgradError | None:
+    """Restore (when resuming) and run the loop; the agentgrad error that stopped it, if any (logged)."""
+    try:
+        pending = restore(engine) if resuming else []
+        if resuming:
+            engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used, "in_flight": len(pending)})
+        await (run_async(engine, pending) if engine.config.asynchronous else run_sync(engine, pending))
+    except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
+        error = systemic(exc)
+        log.error("agentgrad run in %s failed: %s", engine.store.run_dir, exc)
+        engine.emit("failed", {"error": f"{type(error).__name__}: {error}"})
+        return error
+    return None
+
+
+async def held_out(engine: Engine, text: str, task_ids: Sequence[str]) -> float | None:
+    """Mean reward of `text` on held-out tasks (not charged to the budget; counted as test evaluations)."""
+    if not task_ids:
+        return None
+    scores: dict[str, float] = {}
+
+    async def one(task_id: str) -> None:
+        task = engine.tasks[task_id]
+        outcome = await engine.caller.run(engine.user.run, engine.strategy.render(text), task, slots=engine.run_slots)
+        engine.counts["test_evals"] += 1
+        scores[task_id] = 0.0 if not outcome.ok else await engine.caller.reward(
+            engine.user.reward, task, task_id, outcome.value)
+
+    async with anyio.create_task_group() as group:
+        for task_id in task_ids:
+            group.start_soon(one, task_id)
+    return sum(scores.values()) / len(scores)
+
+
 async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: Path,
-                  error: BaseException | None) -> Result:
+                  error: AgentgradError | None) -> Result:
     store, test_ids = engine.store, [t.id for t in splits.test]
     final = store.artifact(artifact.id)
-    try:
-        baseline = await held_out(engine, artifact.text, test_ids)
-        learned = await held_out(engine, final.text, test_ids)
-    except AgentgradError as exc:
-        error, baseline, learned = error or exc, None, None
+    baseline = learned = None
+    if error is None:
+        try:
+            baseline = await held_out(engine, artifact.text, test_ids)
+            learned = await held_out(engine, final.text, test_ids)
+        except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
+            error, baseline, learned = systemic(exc), None, None
     used = engine.meter.used
     usage = RunUsage(int(used["rollouts"]), int(used["proposals"]), int(used["gate_evals"]),
-                     engine.counts["test_evals"], int(used["tokens"]), used["cost"], engine.elapsed(),
+                     engine.counts["test_evals"], int(used["tokens"]), used["cost"], used["wall_time"],
                      engine.cache.hits, engine.gate.tasks_skipped)
     protocol = splits.protocol + ("" if test_ids else "; no test split: the held-out reward is not reported")
+    if error is not None and test_ids:
+        protocol += "; the run failed: the held-out reward was not measured"
     result = Result(final, engine.strategy.render(final.text), learned, baseline, protocol,
                     tuple(store.history(artifact.id)), usage, dict(engine.counts), tuple(store.decisions()),
                     run_dir, error)

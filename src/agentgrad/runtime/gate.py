@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import anyio
 
 from agentgrad.core.evidence import Evidence
+from agentgrad.errors import ConfigError
 from agentgrad.optim.stats import SKEPTICAL_PRIOR, prob_improvement
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
@@ -38,6 +39,14 @@ class GateConfig:
     screen: bool = True
     early_stop: bool = True
     max_examples: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("chunk", "max_examples"):
+            value = getattr(self, name)
+            if name == "max_examples" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"GateConfig.{name} must be an int >= 1, got {value!r}")
 
 
 def verdict_is_certain(wins: float, losses: float, remaining: int, *, delta: float, margin: float,

@@ -83,7 +83,7 @@ class Result:
         mix: dict[str, int] = {}
         for item in self.outcomes():
             mix[item["outcome"]] = mix.get(item["outcome"], 0) + 1
-        held_out = "no test split" if self.test_reward is None else \
+        held_out = "not measured" if self.test_reward is None else \
             f"{self.baseline_test_reward:.3f} -> {self.test_reward:.3f}"
         status = "ok" if self.ok else f"FAILED: {type(self.error).__name__}: {self.error}"
         return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n"

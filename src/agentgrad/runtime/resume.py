@@ -2,9 +2,13 @@
 
 Resume: budgets are rebuilt from the dispatch and done events (a call dispatched but never finished counts as
 spent, so a resumed run can never overshoot); the aggregator and the scheduler come back from the last
-checkpoint; an optimizer step that was logged but not checkpointed (the process died inside it) is replayed from
-its logged inputs, and its accepted diffs are committed unless the store already has them, so no commit is lost
-or duplicated. Replay: re-runs every logged step through a fresh aggregator and reports any verdict that differs.
+checkpoint, then every later event is applied in log order: verdicts reached outside a step are observed, and an
+optimizer step that was logged but never finished (the process died inside it) is re-run from its logged inputs.
+Its accepted diffs are committed unless the store already has them (a step commits in one transaction, so it is
+all or none), and its verdicts are logged once: no commit is lost or duplicated. Work that was in flight (held
+candidates, proposals without a verdict) is handed back to the runtime to be evaluated again.
+
+Replay: re-runs every logged step through a fresh aggregator and reports any verdict that differs from the log.
 """
 
 from __future__ import annotations
@@ -15,14 +19,19 @@ from typing import Any
 
 from agentgrad.core.artifact import Artifact, content_hash
 from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence
 from agentgrad.errors import StateDictError
 from agentgrad.optim.aggregator import Aggregator, StepResult
-from agentgrad.optim.base import Context, Head
+from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.runtime.budget import KINDS
-from agentgrad.runtime.engine import Engine, Snapshot, candidate_from_dict
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.records import Snapshot, candidate_from_dict
 from agentgrad.store.commit import commit_step
 from agentgrad.store.events import Event, EventLog
 from agentgrad.store.sqlite import SQLiteStore
+
+Work = list[tuple[Candidate, Outcome]]
 
 
 def used_from_events(events: EventLog) -> dict[str, float]:
@@ -52,51 +61,85 @@ def _context(store: SQLiteStore, artifact: Artifact, payload: Mapping[str, Any])
     return Context({artifact.id: Head(version.number, version.text, layer, artifact.kind)}, now=float(payload["now"]))
 
 
-def _observe_gate(aggregator: Aggregator, event: Event, ctx: Context) -> None:
-    decision = Decision.from_dict(event.payload)
-    if decision.stage == "gate":
-        aggregator.observe([decision], ctx)
+def _is_step_verdict(event: Event) -> bool:
+    return "step" in event.payload
 
 
-def restore(engine: Engine) -> None:
-    """Bring a fresh engine up to where the run directory's log says the run was."""
-    events, store = engine.events, engine.store
+def restore(engine: Engine) -> Work:
+    """Bring a fresh engine up to where the run directory's log says the run was; return the work in flight."""
+    events = engine.events
     engine.meter.load_state_dict({"used": used_from_events(events)})
     engine.calls = events.count("dispatch")
     checkpoint = events.get("checkpoint")
-    done_steps = 0
-    after = 0
+    done_steps, after = 0, 0
     if checkpoint is not None:
         engine.aggregator.load_state_dict(checkpoint["aggregator"])
         engine.estimator.load_state_dict(checkpoint["estimator"])
         engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
         engine.wall_before = float(checkpoint["wall_time"])
-        done_steps = int(checkpoint["step"])
-        after = int(checkpoint["seq"])
-    engine.wall_before = max(engine.wall_before, engine.meter.used["wall_time"])
+        done_steps, after = int(checkpoint["step"]), int(checkpoint["seq"])
+    engine.meter.used["wall_time"] = engine.wall_before
+    engine.steps = done_steps
+    finished = {int(e.payload["step"]) for e in events.read(["step_done"])}
     for event in events.read(["step", "decision"], after=after):
-        if event.kind == "decision":
-            _observe_gate(engine.aggregator, event, engine.context())
-        elif int(event.payload["step"]) >= done_steps:
-            _redo_step(engine, event)
-    engine.steps = max(engine.steps, done_steps)
-    head = store.head(engine.artifact.id)
-    engine.head = Snapshot(head.number, head.text)
-
-
-def _redo_step(engine: Engine, event: Event) -> None:
-    """Re-run a logged step that was never checkpointed; commit what it accepted unless already committed."""
-    ctx = _context(engine.store, engine.artifact, event.payload)
-    candidates = [candidate_from_dict(c) for c in event.payload["candidates"]]
-    result = engine.aggregator.step(candidates, ctx)
-    missing = [c for c in result.accepted if engine.store.why(c.diff.id).get("version") is None]
-    if missing and len(missing) == len(result.accepted):
-        commit_step(engine.store, result, candidates)
-    engine.counts["replayed_steps"] += 1
-    engine.steps = int(event.payload["step"]) + 1
+        if event.kind == "decision" and not _is_step_verdict(event):
+            engine.aggregator.observe([Decision.from_dict(event.payload)], engine.context())
+        elif event.kind == "step" and int(event.payload["step"]) >= done_steps:
+            _redo_step(engine, event, logged=int(event.payload["step"]) in finished)
     head = engine.store.head(engine.artifact.id)
     engine.head = Snapshot(head.number, head.text)
+    pending = _in_flight(engine)
     engine.checkpoint()
+    return pending
+
+
+def _redo_step(engine: Engine, event: Event, *, logged: bool) -> None:
+    """Re-run a step the checkpoint does not cover; if it never finished, commit and log what it decided."""
+    ctx = _context(engine.store, engine.artifact, event.payload)
+    step = int(event.payload["step"])
+    candidates = [candidate_from_dict(c) for c in event.payload["candidates"]]
+    result = engine.aggregator.step(candidates, ctx)
+    engine.steps = step + 1
+    if logged:
+        return
+    engine.counts["replayed_steps"] += 1
+    committed = {v.diff_id: v for v in engine.store.history(engine.artifact.id)}
+    present = [committed[c.diff.id] for c in result.accepted if c.diff.id in committed]
+    if not present:
+        versions = commit_step(engine.store, result, candidates)
+    elif len(present) == len(result.accepted):
+        versions = present
+        commit_step(engine.store, StepResult((), result.decisions, result.held), candidates)  # verdicts only
+    else:
+        raise StateDictError(f"step {step}: the store holds only some of the diffs this step accepted")
+    engine.in_step = True
+    engine.finish_step(step, result, versions)
+
+
+def _in_flight(engine: Engine) -> Work:
+    """Proposals and held candidates without a final verdict, in log order.
+
+    A verdict the store has but the log lost (the process died between the two writes) is logged now.
+    """
+    pending: dict[str, tuple[Candidate, Outcome]] = {}
+    for event in engine.events.read(["proposal", "decision", "step_done"]):
+        if event.kind == "proposal":
+            diff = Diff.from_dict(event.payload["diff"])
+            pending[diff.id] = (Candidate(diff, Evidence(())), Outcome.RECHECK)
+        elif event.kind == "step_done":
+            for item in event.payload["held"]:
+                candidate = candidate_from_dict(item["candidate"])
+                pending[candidate.diff.id] = (candidate, Outcome(item["outcome"]))
+        elif Outcome(event.payload["outcome"]).final:
+            pending.pop(event.payload["diff_id"], None)
+    for diff_id in list(pending):
+        stored = engine.store.decisions(diff_id=diff_id)
+        if stored and stored[-1].outcome.final:
+            engine.aggregator.observe([stored[-1]], engine.context())
+            engine.emit("decision", stored[-1].to_dict())
+            del pending[diff_id]
+    engine.open.update({c.diff.id: c.diff for c, _ in pending.values()})
+    return list(pending.values())
 
 
 @dataclass(frozen=True)
@@ -119,25 +162,21 @@ def replay(events: EventLog, store: SQLiteStore, aggregator: Aggregator, artifac
     """
     ctx = _context(store, artifact, {"step": -1, "head": 0, "now": 0.0,
                                      "head_hash": content_hash(store.version(artifact.id, 0).text)})
-    steps, verdicts, mismatches = 0, 0, list[str]()
-    current: tuple[int, StepResult, list[Decision]] | None = None
+    results: dict[int, StepResult] = {}
+    logged: dict[int, list[Decision]] = {}
     for event in events.read(["step", "decision"]):
         if event.kind == "step":
-            if current is not None:
-                mismatches += _compare(*current)
+            step = int(event.payload["step"])
+            if step in results:
+                continue  # a step logged twice (cannot happen; never re-run it)
             ctx = _context(store, artifact, event.payload)
-            result = aggregator.step([candidate_from_dict(c) for c in event.payload["candidates"]], ctx)
-            steps, verdicts = steps + 1, verdicts + len(result.decisions)
-            current = (int(event.payload["step"]), result, [])
-            continue
-        decision = Decision.from_dict(event.payload)
-        if decision.stage == "gate":
-            aggregator.observe([decision], ctx)
-        elif current is not None:
-            current[2].append(decision)
-    if current is not None:
-        mismatches += _compare(*current)
-    return ReplayReport(steps, verdicts, tuple(mismatches))
+            results[step] = aggregator.step([candidate_from_dict(c) for c in event.payload["candidates"]], ctx)
+        elif _is_step_verdict(event):
+            logged.setdefault(int(event.payload["step"]), []).append(Decision.from_dict(event.payload))
+        else:
+            aggregator.observe([Decision.from_dict(event.payload)], ctx)
+    mismatches = [m for step, result in sorted(results.items()) for m in _compare(step, result, logged.get(step, []))]
+    return ReplayReport(len(results), sum(len(r.decisions) for r in results.values()), tuple(mismatches))
 
 
 def _compare(step: int, result: StepResult, expected: Sequence[Decision]) -> list[str]:

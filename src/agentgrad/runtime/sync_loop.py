@@ -1,10 +1,13 @@
 """The synchronous runtime: rounds with a barrier, deterministic under a seed.
 
 Each round has four phases: every worker rolls out on its training task (concurrently), failed rollouts propose
-an edit (concurrently), the gate scores the candidates (concurrently, or in worker order when the remaining gate
-budget could run out mid-round, so that budget exhaustion never depends on timing), and one aggregator step
-commits. Which task a worker gets, which worker gets the last units of a budget, and every diff id are functions
-of (seed, round, worker), so a run with deterministic user functions is reproducible bit for bit.
+an edit (at most `Workers.propose` at once), the gate scores the candidates (at most `Workers.gate` at once, or one
+after the other when the remaining budget could run out mid-round, so that budget exhaustion never depends on
+timing), and one aggregator step commits. Which task a worker gets and which worker gets the last units of a budget
+are functions of (seed, round, worker), and calls are dispatched in a fixed order within each phase (so diff ids,
+the numbers of their propose calls, are too): a run with deterministic async user functions and a fake clock is
+reproducible bit for bit, event log included. (A synchronous user function runs in a worker thread; threads finish
+in no fixed order, which may reorder the log, though not the verdicts.)
 """
 
 from __future__ import annotations
@@ -18,26 +21,25 @@ import anyio
 from agentgrad.core.decision import Outcome
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
-from agentgrad.runtime.engine import Engine, Proposed, Rollout, held_outcomes, recheck
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
 
-T = TypeVar("T")
 R = TypeVar("R")
+Work = list[tuple[Candidate, Outcome]]
 
 
-async def _gather(fns: Sequence[Callable[[], Awaitable[R]]], *, sequential: bool = False) -> list[R | None]:
-    """Run the calls (concurrently unless `sequential`); a call that runs out of budget gives None."""
+async def _gather(fns: Sequence[Callable[[], Awaitable[R]]], *, limit: int) -> list[R | None]:
+    """Run the calls, at most `limit` at once, started in order; a call that runs out of budget gives None."""
     out: list[R | None] = [None] * len(fns)
+    gate = anyio.Semaphore(max(1, limit))
 
     async def one(index: int) -> None:
-        try:
-            out[index] = await fns[index]()
-        except OutOfBudget:
-            out[index] = None
+        async with gate:
+            try:
+                out[index] = await fns[index]()
+            except OutOfBudget:
+                out[index] = None
 
-    if sequential:
-        for index in range(len(fns)):
-            await one(index)
-        return out
     async with anyio.create_task_group() as group:
         for index in range(len(fns)):
             group.start_soon(one, index)
@@ -45,50 +47,58 @@ async def _gather(fns: Sequence[Callable[[], Awaitable[R]]], *, sequential: bool
 
 
 def _affordable(engine: Engine, kind: str, wanted: int) -> int:
-    remaining = engine.meter.remaining(kind)
-    return wanted if remaining >= wanted else max(0, int(remaining + 1e-9))
+    """How many of `wanted` calls of `kind` fit in the budgets (so the last units go to the first workers)."""
+    while wanted > 0 and not engine.affordable(kind, wanted):
+        wanted -= 1
+    return wanted
 
 
-async def run_round(engine: Engine, round_no: int, held: list[tuple[Candidate, Outcome]]) -> list[Candidate]:
+async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate]:
     """Phases 1-3 of a round; returns the candidates for the aggregator in a fixed order."""
-    workers = engine.config.workers.rollout
+    workers = engine.config.workers
     snapshot = engine.head
-    n = _affordable(engine, "rollouts", workers)
+    n = _affordable(engine, "rollouts", workers.rollout) if not engine.idle() else 0
     rollouts = await _gather([
-        partial(engine.rollout, f"worker-{w}", snapshot, engine.pick_task(round_no * workers + w))
-        for w in range(n)])
+        partial(engine.rollout, f"worker-{w}", snapshot, engine.pick_task(round_no * workers.rollout + w))
+        for w in range(n)], limit=workers.rollout)
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]
     engine.counts["passed_rollouts"] += sum(1 for r in rollouts if r is not None and r.reward >= 1.0)
     k = _affordable(engine, "proposals", len(failing))
-    proposed = await _gather([
-        partial(engine.propose, r, f"r{round_no:05d}{r.worker.replace('worker-', 'w')}") for r in failing[:k]])
+    proposed = await _gather([partial(engine.propose, r) for r in failing[:k]], limit=workers.propose)
     todo: list[Callable[[], Awaitable[Candidate | None]]] = [partial(recheck, engine, c, o) for c, o in held]
-    todo += [partial(engine.evaluate, p) for p in proposed if p is not None]
+    todo += [partial(admit_and_evaluate, engine, p) for p in proposed if p is not None]
     worst = len(todo) * (1 + 2 * len(engine.val))
-    sequential = engine.meter.remaining("gate_evals") < worst
-    return [c for c in await _gather(todo, sequential=sequential) if c is not None]
+    limit = workers.gate if engine.affordable("gate_evals", worst) else 1
+    return [c for c in await _gather(todo, limit=limit) if c is not None]
 
 
 def _can_continue(engine: Engine, held: int) -> bool:
-    if engine.time_left() <= 0 or "gate_evals" in engine.meter.exhausted():
-        return False
     exhausted = engine.meter.exhausted()
-    return held > 0 or not ("rollouts" in exhausted or "proposals" in exhausted)
+    if engine.time_left() <= 0 or "gate_evals" in exhausted:
+        return False
+    if held > 0:
+        return True
+    return not ("rollouts" in exhausted or "proposals" in exhausted or engine.idle())
 
 
-async def run_sync(engine: Engine) -> None:
-    """Rounds until a budget runs out; each round ends with one aggregator step."""
-    held: list[tuple[Candidate, Outcome]] = []
-    round_no = engine.steps
+async def run_sync(engine: Engine, pending: Work | None = None) -> None:
+    """Rounds until a budget runs out; each round ends with one aggregator step.
+
+    `pending` is work a resumed run found in flight (held candidates, unevaluated proposals): the first round
+    evaluates it again.
+    """
+    held: Work = list(pending or [])
     with anyio.move_on_after(max(0.0, engine.time_left())):
         while _can_continue(engine, len(held)):
+            round_no = engine.counts["rounds"]
+            engine.counts["rounds"] += 1
+            calls, had_work = engine.calls, bool(held)
             batch = await run_round(engine, round_no, held)
             held = []
             if batch:
-                held = list(held_outcomes(engine.aggregate(batch)))
-            elif engine.meter.remaining("rollouts") <= 0 or engine.meter.remaining("proposals") <= 0:
-                break
-            round_no += 1
+                held = follow_ups(engine, engine.aggregate(batch), batch)
+            elif engine.calls == calls and not had_work:
+                break  # nothing could be dispatched (e.g. the token or cost budget is spent)
 
 
-__all__ = ["Proposed", "Rollout", "run_round", "run_sync"]
+__all__ = ["run_round", "run_sync"]

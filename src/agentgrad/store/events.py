@@ -2,7 +2,10 @@
 
 Every dispatch, result, proposal, decision and commit is appended as it happens (JSON payloads, a growing
 sequence number), so a killed run can be resumed and an asynchronous run replayed and audited afterwards.
-`put`/`get` keep small named JSON documents (the run's configuration, the latest checkpoint).
+Events that belong together (the verdicts and commits of one optimizer step) go in with `append_many`, in one
+transaction: a killed process leaves all of them or none. `put`/`get` keep small named JSON documents (the run's
+configuration, the latest checkpoint). Payloads are stored as ASCII JSON, so any Python string (even one with a
+lone surrogate, e.g. in a user function's error message) round-trips.
 """
 
 from __future__ import annotations
@@ -60,15 +63,16 @@ class EventLog:
     def append(self, kind: str, payload: Mapping[str, Any]) -> int:
         """Append one event and return its sequence number (committed before this returns)."""
         cursor = self._conn.execute("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)",
-                                    (kind, self.clock(), json.dumps(payload, ensure_ascii=False)))
+                                    (kind, self.clock(), _dump(payload)))
         return int(cursor.lastrowid or 0)
 
-    def append_many(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
-        """Append several events in one transaction."""
+    def append_many(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
+        """Append several events in one transaction (all or none); return the last sequence number."""
         now = self.clock()
-        rows = [(kind, now, json.dumps(payload, ensure_ascii=False)) for kind, payload in events]
+        rows = [(kind, now, _dump(payload)) for kind, payload in events]
         with self._transaction():
             self._conn.executemany("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)", rows)
+        return self.last_seq()
 
     def _transaction(self) -> _Tx:
         self._conn.execute("BEGIN IMMEDIATE")
@@ -94,13 +98,17 @@ class EventLog:
 
     def put(self, key: str, value: Any) -> None:
         """Store a named JSON document (replacing an older one)."""
-        self._conn.execute("INSERT OR REPLACE INTO run_state(key, value) VALUES (?, ?)",
-                           (key, json.dumps(value, ensure_ascii=False)))
+        self._conn.execute("INSERT OR REPLACE INTO run_state(key, value) VALUES (?, ?)", (key, _dump(value)))
 
     def get(self, key: str) -> Any:
         """A named JSON document, or None."""
         row = self._conn.execute("SELECT value FROM run_state WHERE key = ?", (key,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+
+def _dump(value: Any) -> str:
+    """JSON text of `value`, ASCII only (non-ASCII and lone surrogates escaped, so SQLite can always store it)."""
+    return json.dumps(value, ensure_ascii=True)
 
 
 class _Tx:

@@ -1,14 +1,18 @@
-"""A simulated agent on the reference world: `run`, `propose` and `reward` for `evolve()`, with seeded latency.
+"""A simulated agent on the reference world: `run`, `propose`, `reward` and `repair` for `evolve()`, with seeded
+latency.
 
 Latency is lognormal (median and σ configurable) and a pure function of (seed, task, text, call count), so runs
-are reproducible; `sleep` is injectable (a fake clock's sleep makes a test instant).
+are reproducible; `sleep` is injectable (a fake clock's sleep makes a test instant). The agent counts how many of
+its `run` and `propose` calls are in flight at once (`max_in_flight`, `max_propose_in_flight`), so tests can check
+that a runtime never calls it with more concurrency than allowed.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio
 
@@ -40,6 +44,10 @@ class WorldAgent:
         self.runs = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.proposals = 0
+        self.propose_in_flight = 0
+        self.max_propose_in_flight = 0
+        self.repairs: list[tuple[str, str]] = []
 
     def latency(self, task_id: str, text: str) -> float:
         """A lognormal latency, deterministic in (seed, task, text, how often this pair was run)."""
@@ -67,8 +75,22 @@ class WorldAgent:
         """The world's proposer, drawing anew each time the same (text, task) pair asks again."""
         key = (content_hash(rendered), task.id)
         self.draws[key] += 1
-        await self.sleep(self.latency(task.id, "propose:" + rendered))
-        return self.world.propose(rendered, task.id, self.draws[key]).text
+        draw = self.draws[key]
+        self.proposals += 1
+        self.propose_in_flight += 1
+        self.max_propose_in_flight = max(self.max_propose_in_flight, self.propose_in_flight)
+        try:
+            await self.sleep(self.latency(task.id, "propose:" + rendered))
+        finally:
+            self.propose_in_flight -= 1
+        return self.world.propose(rendered, task.id, draw).text
+
+    async def repair(self, diff: Mapping[str, Any], head_text: str) -> str:
+        """Re-propose a stale diff's new units (``key: value`` lines) for the current head; remembers each call
+        as (diff id, head text)."""
+        self.repairs.append((str(diff.get("id", "")), head_text))
+        lines = [op["new"].strip().lstrip("-* ").strip() for op in diff.get("ops", []) if op.get("new")]
+        return "\n".join(lines)
 
     @staticmethod
     def reward(task: Task, output: str) -> float:

@@ -1,0 +1,96 @@
+"""The values a run passes between stages, and `Recorder`, the part of the engine that logs and counts.
+
+Every event goes to the run directory's event log as it happens, then to the user's callbacks. Events that belong
+together (the verdicts, commits and held work of one optimizer step) are logged in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence
+from agentgrad.optim.base import Candidate
+from agentgrad.store.events import EventLog
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A worker's view of the artifact: a version and its text."""
+
+    version: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One call of `run` on a training task and its reward."""
+
+    worker: str
+    task_id: str
+    snapshot: Snapshot
+    output: str | None
+    reward: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """A diff made from a rollout (or by a repair), on its way to the gate; `snapshot` is its base."""
+
+    diff: Diff
+    snapshot: Snapshot
+    origin: Rollout | None
+
+
+def candidate_to_dict(candidate: Candidate) -> dict[str, Any]:
+    """A JSON-ready candidate, for the step log."""
+    return {"diff": candidate.diff.to_dict(), "evidence": candidate.evidence.to_dict(),
+            "recheck": candidate.recheck, "parts": [p.to_dict() for p in candidate.parts]}
+
+
+def candidate_from_dict(data: Mapping[str, Any]) -> Candidate:
+    """The inverse of `candidate_to_dict`."""
+    return Candidate(Diff.from_dict(data["diff"]), Evidence.from_dict(data["evidence"]), bool(data["recheck"]),
+                     tuple(Diff.from_dict(p) for p in data["parts"]))
+
+
+class Recorder:
+    """Logs events durably and keeps the run's counters.
+
+    Args:
+        events: the run directory's event log.
+        clock: the time port (seconds); the run's elapsed time and the optimizer's `ctx.now` come from it.
+        callbacks: called with (kind, payload) after each event is logged.
+    State: `counts` (event counters), `calls` (call ids handed out), `steps` (optimizer steps done), the wall time
+    of earlier sessions, and `in_step` (True between a step's first and last log write).
+    """
+
+    def __init__(self, events: EventLog, clock: Callable[[], float], callbacks: Sequence[Callable[..., Any]]) -> None:
+        self.events, self.clock, self.callbacks = events, clock, list(callbacks)
+        self.counts: Counter[str] = Counter()
+        self.calls = 0
+        self.steps = 0
+        self.started = clock()
+        self.wall_before = 0.0
+        self.in_step = False
+
+    def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Log an event durably, then tell the callbacks."""
+        self.events.append(kind, payload)
+        for callback in self.callbacks:
+            callback(kind, payload)
+
+    def emit_many(self, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Log several events in one transaction (all or none), then tell the callbacks."""
+        self.events.append_many(rows)
+        for kind, payload in rows:
+            for callback in self.callbacks:
+                callback(kind, payload)
+
+    def elapsed(self) -> float:
+        """Wall time of this run so far, over resumes."""
+        return self.wall_before + self.clock() - self.started

@@ -1,0 +1,120 @@
+"""Stale diffs and work a step sends back: rebase before the gate, the keep / discard / repair policies, rechecks.
+
+A diff made on a snapshot older than the head is rebased onto the head before it is evaluated when its lag is
+within `Staleness.alpha_max` (always, with KEEP); otherwise, or when the rebase conflicts, it is recorded STALE.
+With REPAIR, a STALE diff (found here or by the aggregator's staleness stage) goes to the user's
+`repair(diff_dict, head_text)`, whose proposal for the current head becomes a new diff (id: the old id +
+``-repair``; each diff is repaired at most once) that goes through the gate again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence
+from agentgrad.core.rebase import rebase
+from agentgrad.optim.aggregator import StepResult
+from agentgrad.optim.base import Candidate
+from agentgrad.runtime.budget import OutOfBudget
+from agentgrad.runtime.config import StalePolicy
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.records import Proposed, Snapshot
+
+REPAIR_SUFFIX = "-repair"
+
+
+def reanchor(engine: Engine, proposed: Proposed) -> Proposed | Decision:
+    """Move a diff made on an older snapshot onto the current head, or record why it cannot be.
+
+    Returns the admitted diff, or the recorded decision: STALE (too old, or the rebase conflicts) or DUPLICATE
+    (the head already has its effect).
+    """
+    head, staleness = engine.head, engine.config.staleness
+    lag = head.version - proposed.diff.base_version
+    if lag <= 0:
+        return proposed
+    if lag <= staleness.alpha_max or staleness.policy is StalePolicy.KEEP:
+        moved = rebase(proposed.diff, head.text, head.version)
+        if isinstance(moved, Diff) and moved.ops:
+            engine.counts["rebased_before_gate"] += 1
+            return Proposed(moved, head, proposed.origin)
+        if isinstance(moved, Diff):
+            return engine.record_verdict(proposed.diff, Evidence(()), Outcome.DUPLICATE, "gate",
+                                         f"head version {head.version} already has the effect of this diff")
+        reason = f"cannot rebase: {moved.reason}"
+    else:
+        reason = f"lag {lag} > alpha {staleness.alpha_max}"
+    return engine.record_verdict(proposed.diff, Evidence(()), Outcome.STALE, "gate",
+                                 f"stale before evaluation: {reason}")
+
+
+def can_repair(engine: Engine, diff: Diff) -> bool:
+    """True under the REPAIR policy for a diff that is not itself a repair."""
+    return (engine.config.staleness.policy is StalePolicy.REPAIR and engine.user.repair is not None
+            and not diff.id.endswith(REPAIR_SUFFIX))
+
+
+async def admit(engine: Engine, proposed: Proposed) -> Proposed | None:
+    """`reanchor`, and under the REPAIR policy hand a stale diff to `repair`."""
+    fresh = reanchor(engine, proposed)
+    if isinstance(fresh, Proposed):
+        return fresh
+    if fresh.outcome is Outcome.STALE and can_repair(engine, proposed.diff):
+        return await repair(engine, proposed.diff)
+    return None
+
+
+async def repair(engine: Engine, diff: Diff) -> Proposed | None:
+    """Ask `repair(diff_dict, head_text)` for a proposal on the current head and make it a new diff.
+
+    The call is budgeted as a proposal. The new diff is logged as a proposal with ``repair_of`` and a "repair"
+    event records what happened; None when the budget is out or the repair gives nothing usable (logged).
+    """
+    if engine.user.repair is None:
+        return None
+    head = engine.head
+    try:
+        outcome = await engine.budgeted("proposals", engine.user.repair, (diff.to_dict(), head.text),
+                                        engine.propose_slots, diff.id)
+    except OutOfBudget:
+        engine.counts["repairs_unaffordable"] += 1
+        return None
+    engine.counts["repairs"] += 1
+    about = {"task": None, "worker": diff.author, "repair_of": diff.id}
+    repaired = engine.diff_from(outcome, head, diff.id + REPAIR_SUFFIX, diff.author, f"repair of {diff.id}", about)
+    engine.emit("repair", {"diff": diff.id, "repaired": None if repaired is None else repaired.id,
+                           "head": head.version, "error": outcome.error})
+    return None if repaired is None else Proposed(repaired, head, None)
+
+
+async def admit_and_evaluate(engine: Engine, proposed: Proposed) -> Candidate | None:
+    """A new proposal through the gate: re-anchored (or repaired) first, then screened and scored."""
+    fresh = await admit(engine, proposed)
+    return None if fresh is None else await engine.evaluate(fresh)
+
+
+async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Candidate | None:
+    """Evaluate sent-back work again: a held candidate on the current head (on the whole validation split for a
+    full check), a proposal an earlier session left unevaluated, or (STALE) a diff to repair."""
+    diff = candidate.diff
+    if outcome is Outcome.STALE:
+        repaired = await repair(engine, diff)
+        return None if repaired is None else await engine.evaluate(repaired)
+    base = Snapshot(diff.base_version, engine.store.version(diff.artifact_id, diff.base_version).text)
+    proposed = await admit(engine, Proposed(diff, base, None))
+    if proposed is None:
+        return None
+    engine.counts["rechecks"] += 1
+    return await engine.evaluate(proposed, full=outcome is Outcome.FULL_CHECK)
+
+
+def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidate]) -> list[tuple[Candidate, Outcome]]:
+    """The work a step sends back: held candidates (with the outcome that held them) and, under the REPAIR
+    policy, the candidates the step found STALE (`recheck` repairs them)."""
+    work = [(c, result.decision_for(c.diff.id).outcome) for c in result.held]
+    last = {d.diff_id: d.outcome for d in result.decisions}
+    work += [(c, Outcome.STALE) for c in candidates
+             if last.get(c.diff.id) is Outcome.STALE and can_repair(engine, c.diff)]
+    return work

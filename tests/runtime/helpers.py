@@ -1,0 +1,91 @@
+"""Shared builders for the runtime tests: a small reference world, its agent, and `evolve` on it."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from agentgrad.core.decision import Outcome
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.config import RunConfig
+from agentgrad.runtime.engine import Engine, UserFunctions
+from agentgrad.runtime.evolve import _aggregator, _open_run, evolve
+from agentgrad.runtime.result import Result
+from agentgrad.store.events import EventLog
+from agentgrad.store.sqlite import SQLiteStore
+from agentgrad.testing.agents import WorldAgent
+from agentgrad.testing.clock import FakeClock
+from agentgrad.testing.world import ReferenceWorld, WorldConfig
+
+# 10 validation tasks per category: one right rule is enough evidence to be accepted at δ = 0.05.
+WORLD = ReferenceWorld(WorldConfig(n_categories=4, tasks_per_category=40))
+BUDGET = Budget(rollouts=48, proposals=24, gate_evals=400)
+
+
+def agent(*, median: float = 0.0, clock: FakeClock | None = None, **kwargs: Any) -> WorldAgent:
+    """A `WorldAgent` on `WORLD`; with `clock`, its latency advances the fake clock instead of waiting."""
+    if clock is not None:
+        kwargs["sleep"] = clock.sleep
+    return WorldAgent(WORLD, median=median, **kwargs)
+
+
+def run(store: Path, bot: WorldAgent, *, budget: Budget = BUDGET, clock: FakeClock | None = None,
+        **kwargs: Any) -> Result:
+    """`evolve` on the small world with `bot`'s functions (any keyword overrides them)."""
+    options: dict[str, Any] = {"agent": bot, "strategy": WORLD.strategy, "artifact": WORLD.artifact,
+                               "budget": budget, "workers": 4, "store": store, "seed": 1}
+    if clock is not None:
+        options["clock"] = clock.now
+    options.update(kwargs)
+    return evolve(bot.splits(), options.pop("reward", bot.reward), **options)
+
+
+def events(store: Path, kinds: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The run's events as (kind, payload), in order."""
+    log = EventLog(store)
+    try:
+        return [(e.kind, dict(e.payload)) for e in log.read(kinds)]
+    finally:
+        log.close()
+
+
+def dispatched(store: Path) -> Counter[str]:
+    """How many calls of each budget kind the event log says were dispatched."""
+    return Counter(p["kind"] for _, p in events(store, ["dispatch"]))
+
+
+def check_commits(store: Path, artifact_id: str = WORLD.artifact.id) -> list[str]:
+    """Assert the commit invariants of a run directory; return the committed diff ids in order.
+
+    Versions are contiguous from 0; every committed diff appears once; the store's ACCEPTED decisions, the log's
+    ACCEPTED verdicts and the log's commit events each name exactly the committed diffs, once each.
+    """
+    with SQLiteStore(store, git=False) as lib:
+        history = lib.history(artifact_id)
+        accepted = [d.diff_id for d in lib.decisions(outcome=Outcome.ACCEPTED)]
+    assert [v.number for v in history] == list(range(len(history)))
+    committed = [v.diff_id for v in history[1:]]
+    assert all(d is not None for d in committed)
+    ids = [str(d) for d in committed]
+    assert len(set(ids)) == len(ids), f"a diff was committed twice: {ids}"
+    assert sorted(accepted) == sorted(ids)
+    logged_accepts = [p["diff_id"] for k, p in events(store, ["decision"]) if p["outcome"] == "accepted"]
+    assert sorted(logged_accepts) == sorted(ids)
+    logged_commits = [(p["version"], p["diff"]) for _, p in events(store, ["commit"])]
+    assert sorted(logged_commits) == [(v.number, v.diff_id) for v in history[1:]]
+    return ids
+
+
+def build_engine(store: Path, bot: WorldAgent, *, config: RunConfig | None = None,
+                 budget: Budget = BUDGET) -> Engine:
+    """An engine on the small world, as `evolve` builds it (call inside a running event loop)."""
+    config = config or RunConfig()
+    splits = bot.splits()
+    lib, log, _ = _open_run(store, WORLD.artifact, splits, config, budget, time.time)
+    user = UserFunctions(bot.run, bot.propose, bot.reward, config.staleness.repair)
+    return Engine(tasks={t.id: t for t in (*splits.train, *splits.val, *splits.test)},
+                  train=[t.id for t in splits.train], val=[t.id for t in splits.val], artifact=WORLD.artifact,
+                  strategy=WORLD.strategy, user=user, config=config, budget=budget, store=lib, events=log,
+                  aggregator=_aggregator(config, WORLD.strategy), clock=time.monotonic)

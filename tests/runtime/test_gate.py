@@ -1,0 +1,210 @@
+"""The acceptance gate: exact early stopping, the screen, and the score cache."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentgrad.core.evidence import Evidence
+from agentgrad.optim.stats import posterior_summary
+from agentgrad.runtime.budget import OutOfBudget
+from agentgrad.runtime.gate import Gate, GateConfig, verdict_is_certain
+from agentgrad.runtime.scheduler import DurationEstimator
+from agentgrad.runtime.scorecache import ScoreCache
+
+LEVELS = (0.0, 0.5, 1.0)
+PAIRS = [(b, c) for b in LEVELS for c in LEVELS]
+DELTAS = sorted({c - b for b, c in PAIRS})  # every per-task effect a completion can have
+
+
+def _passes(rows: list[tuple[float, float]], *, delta: float, margin: float) -> bool:
+    """The acceptance rule on paired rows (what `accept_if` decides)."""
+    evidence = Evidence.paired({f"t{i}": b for i, (b, _) in enumerate(rows)},
+                               {f"t{i}": c for i, (_, c) in enumerate(rows)})
+    return posterior_summary(evidence, delta=delta, margin=margin).passes
+
+
+@settings(max_examples=80, derandomize=True, deadline=None)
+@given(seen=st.lists(st.sampled_from(PAIRS), max_size=8), remaining=st.integers(0, 3),
+       delta=st.sampled_from([0.05, 0.1, 0.2]), margin=st.sampled_from([0.0, 0.02, 0.1]))
+def test_a_certain_verdict_is_the_verdict_of_every_completion(seen: list[tuple[float, float]], remaining: int,
+                                                              delta: float, margin: float) -> None:
+    wins = sum(max(c - b, 0.0) for b, c in seen)
+    losses = sum(max(b - c, 0.0) for b, c in seen)
+    if not verdict_is_certain(wins, losses, remaining, delta=delta, margin=margin):
+        return
+    verdicts = set()
+    for effects in itertools.product(DELTAS, repeat=remaining):
+        completion = [(0.0, d) if d >= 0 else (-d, 0.0) for d in effects]
+        verdicts.add(_passes(seen + completion, delta=delta, margin=margin))
+    assert len(verdicts) == 1
+
+
+def test_certainty_is_exact_on_every_small_binary_case() -> None:
+    certain_pass = certain_fail = 0
+    for wins, losses, remaining in itertools.product(range(9), range(9), range(4)):
+        if not verdict_is_certain(wins, losses, remaining, delta=0.05, margin=0.02):
+            continue
+        seen = [(0.0, 1.0)] * wins + [(1.0, 0.0)] * losses
+        verdicts = {_passes(seen + [(0.0, 1.0)] * i + [(1.0, 0.0)] * j + [(0.0, 0.0)] * (remaining - i - j),
+                            delta=0.05, margin=0.02)
+                    for i in range(remaining + 1) for j in range(remaining + 1 - i)}
+        assert len(verdicts) == 1, (wins, losses, remaining)
+        certain_pass += verdicts == {True}
+        certain_fail += verdicts == {False}
+    assert certain_pass > 0 and certain_fail > 0  # both kinds of early stop were checked
+
+
+def test_certainty_is_reported_for_clear_cases_and_not_for_open_ones() -> None:
+    assert verdict_is_certain(12, 0, 1, delta=0.05, margin=0.02)  # passes whatever the last task does
+    assert verdict_is_certain(0, 6, 3, delta=0.05, margin=0.02)  # fails even if the rest are wins
+    assert not verdict_is_certain(3, 0, 4, delta=0.05, margin=0.02)
+
+
+class _Scores:
+    """A fake scoring port: fixed scores per (text, task), counting the calls."""
+
+    def __init__(self, table: dict[str, dict[str, float]]) -> None:
+        self.table = table
+        self.calls: Counter[str] = Counter()
+
+    async def __call__(self, text: str, task_id: str) -> float:
+        self.calls[text] += 1
+        await anyio.sleep(0)
+        return self.table[text][task_id]
+
+
+def _gate(scores: _Scores, val: list[str], *, early_stop: bool = True, chunk: int = 4) -> Gate:
+    return Gate(scores, val, GateConfig(chunk=chunk, early_stop=early_stop), seed=0, margin=0.02,
+                estimator=DurationEstimator())
+
+
+def _evidence(gate: Gate, base: str, cand: str) -> Evidence:
+    async def main() -> Evidence:
+        return await gate.evidence("d1", base, 0, cand, delta=0.05)
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("candidate", [1.0, 0.0])
+def test_early_stop_saves_calls_without_changing_the_verdict(candidate: float) -> None:
+    val = [f"v{i:02d}" for i in range(40)]
+    table = {"base": dict.fromkeys(val, 0.5), "cand": dict.fromkeys(val, candidate)}
+    eager, full = _Scores(table), _Scores(table)
+    quick = _evidence(_gate(eager, val), "base", "cand")
+    whole = _evidence(_gate(full, val, early_stop=False), "base", "cand")
+    assert sum(eager.calls.values()) < sum(full.calls.values()) == 80
+    assert len(quick.rows) < len(whole.rows) == 40
+    assert not quick.full and whole.full
+    same = [posterior_summary(e, delta=0.05, margin=0.02).passes for e in (quick, whole)]
+    assert same[0] == same[1] == (candidate == 1.0)
+
+
+def test_a_close_call_is_evaluated_on_the_whole_split() -> None:
+    val = [f"v{i:02d}" for i in range(12)]
+    table = {"base": dict.fromkeys(val, 0.0), "cand": {t: float(i % 2) for i, t in enumerate(val)}}
+    scores = _Scores(table)
+    evidence = _evidence(_gate(scores, val), "base", "cand")
+    assert len(evidence.rows) == 12 and evidence.full
+
+
+def test_screen_rejects_a_candidate_that_does_not_beat_the_base_on_its_task_at_the_cost_of_one_call() -> None:
+    scores = _Scores({"cand": {"train1": 0.0}, "better": {"train1": 1.0}})
+    gate = _gate(scores, ["v1"])
+
+    async def main() -> tuple[tuple[bool, float], tuple[bool, float]]:
+        return await gate.screen(0.0, "cand", "train1"), await gate.screen(0.0, "better", "train1")
+
+    rejected, passed = anyio.run(main)
+    assert rejected == (False, 0.0) and passed == (True, 1.0)
+    assert scores.calls == Counter({"cand": 1, "better": 1})
+
+
+def test_a_gate_that_runs_out_of_budget_raises_instead_of_returning_partial_evidence() -> None:
+    val = [f"v{i}" for i in range(8)]
+    calls = {"n": 0}
+
+    async def score(text: str, task_id: str) -> float:
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise OutOfBudget("gate_evals")
+        return 0.5
+
+    gate = Gate(score, val, GateConfig(chunk=8), seed=0, margin=0.02, estimator=DurationEstimator())
+    with pytest.raises(OutOfBudget):
+        _evidence(gate, "base", "cand")
+
+
+def test_cache_deduplicates_concurrent_identical_requests() -> None:
+    started = {"n": 0}
+
+    async def compute(text: str, task_id: str) -> float:
+        started["n"] += 1
+        await anyio.sleep(0.01)
+        return 0.75
+
+    cache = ScoreCache(compute)
+    results: list[float] = []
+
+    async def ask() -> None:
+        results.append(await cache.get("same text", "t1"))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(5):
+                group.start_soon(ask)
+        results.append(await cache.get("other text", "t1"))
+
+    anyio.run(main)
+    assert started["n"] == 2  # one per distinct (text, task)
+    assert results == [0.75] * 6
+    assert cache.misses == 2 and cache.hits == 4
+
+
+def test_a_failed_computation_is_not_cached_and_waiters_retry() -> None:
+    attempts = {"n": 0}
+
+    async def compute(text: str, task_id: str) -> float:
+        attempts["n"] += 1
+        await anyio.sleep(0.001)
+        if attempts["n"] == 1:
+            raise OutOfBudget("gate_evals")
+        return 0.5
+
+    cache = ScoreCache(compute)
+    outcomes: list[object] = []
+
+    async def ask() -> None:
+        try:
+            outcomes.append(await cache.get("text", "t1"))
+        except OutOfBudget:
+            outcomes.append("out")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            group.start_soon(ask)
+
+    anyio.run(main)
+    assert sorted(map(str, outcomes)) == ["0.5", "out"]
+    assert attempts["n"] == 2
+
+
+def test_base_scores_are_shared_by_candidates_on_the_same_base() -> None:
+    val = [f"v{i}" for i in range(6)]
+    table = {"base": dict.fromkeys(val, 0.0), "a": dict.fromkeys(val, 0.0), "b": dict.fromkeys(val, 0.0)}
+    scores = _Scores(table)
+    cache = ScoreCache(scores)
+    gate = Gate(cache.get, val, GateConfig(chunk=6, early_stop=False), seed=0, margin=0.02,
+                estimator=DurationEstimator())
+
+    async def main() -> None:
+        await gate.evidence("d1", "base", 0, "a", delta=0.05)
+        await gate.evidence("d2", "base", 0, "b", delta=0.05)
+
+    anyio.run(main)
+    assert scores.calls == Counter({"base": 6, "a": 6, "b": 6})

@@ -1,0 +1,55 @@
+"""The run's log as the runtime writes it: events in order, step outcomes all-or-none, callbacks, odd text."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentgrad.runtime.records import Recorder
+from agentgrad.runtime.resume import used_from_events
+from agentgrad.store.events import EventLog
+
+
+def test_emitted_events_are_logged_in_order_before_the_callbacks_see_them(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    seen: list[tuple[str, int]] = []
+    recorder = Recorder(log, time.monotonic, [lambda kind, payload: seen.append((kind, log.count(kind)))])
+    recorder.emit("proposal", {"n": 1})
+    recorder.emit_many([("decision", {"n": 2}), ("commit", {"n": 3})])
+    assert [(e.kind, e.payload["n"]) for e in log.read()] == [("proposal", 1), ("decision", 2), ("commit", 3)]
+    assert seen == [("proposal", 1), ("decision", 1), ("commit", 1)]
+    log.close()
+
+
+def test_a_group_of_events_is_logged_all_or_none(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    with pytest.raises(TypeError):
+        log.append_many([("decision", {"n": 1}), ("commit", {"bad": object()})])
+    assert log.read() == []
+    log.close()
+
+
+def test_text_with_a_lone_surrogate_round_trips_through_the_log(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    log.append("proposal_failed", {"error": "bad \ud800 text", "note": "naïve"})
+    log.put("checkpoint", {"text": "\udfff"})
+    assert log.read()[0].payload == {"error": "bad \ud800 text", "note": "naïve"}
+    assert log.get("checkpoint") == {"text": "\udfff"}
+    log.close()
+
+
+def _dispatch(log: EventLog, call: int, kind: str, reserved: dict[str, Any]) -> None:
+    log.append("dispatch", {"call": call, "kind": kind, "reserved": reserved})
+
+
+def test_budget_use_from_the_log_counts_unfinished_calls_at_their_reservation(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    _dispatch(log, 0, "rollouts", {"rollouts": 1.0, "tokens": 100.0})
+    _dispatch(log, 1, "rollouts", {"rollouts": 1.0, "tokens": 100.0})
+    log.append("done", {"call": 0, "kind": "rollouts", "actual": {"rollouts": 1.0, "tokens": 30.0, "cost": 0.0}})
+    used = used_from_events(log)
+    assert used["rollouts"] == 2.0 and used["tokens"] == 130.0  # call 1 may have spent its whole reservation
+    log.close()
