@@ -83,7 +83,8 @@ def _stages() -> list[Stage[Any]]:
 
 def test_aggregator_state_round_trips_through_json_and_behaves_the_same() -> None:
     first = Aggregator(default())
-    bad = Candidate(Diff(AID, 0, (Op.add("rule", "- bad"),)), Evidence.paired({"t1": 1.0}, {"t1": 0.0}))
+    bad = Candidate(Diff(AID, 0, (Op.add("rule", "- bad"),)), Evidence.paired({"t1": 1.0, "t2": 1.0},
+                                                                           {"t1": 0.0, "t2": 0.0}))
     first.step([bad], ctx())
     second = Aggregator(default())
     second.load_state_dict(json.loads(json.dumps(first.state_dict())))

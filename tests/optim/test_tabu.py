@@ -152,3 +152,10 @@ def test_a_rejection_whose_evidence_leaned_in_favour_is_not_made_tabu() -> None:
     state = stage.observe(decisions, stage.init(), Context({}))
     assert not is_tabu(state, promising)
     assert is_tabu(state, harmful)
+
+
+def test_a_rejection_resting_on_one_example_is_not_made_tabu() -> None:
+    stage = tabu()
+    diff = Diff("skills/s", 0, (Op.add("rule", "- screened"),))
+    decision = Decision(diff.id, "skills/s", Outcome.REJECTED, "gate", "screened out", {"n": 1.0}, fingerprint(diff))
+    assert not is_tabu(stage.observe([decision], stage.init(), Context({})), diff)

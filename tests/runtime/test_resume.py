@@ -74,20 +74,8 @@ def test_a_directory_holding_another_run_is_refused(tmp_path: Path) -> None:
 
 
 def _spawn(store: Path, mode: str, seed: int, *extra: str) -> subprocess.Popen[str]:
-    _work_around_git_mirror(store)
     return subprocess.Popen([sys.executable, str(HELPER), str(store), mode, str(seed), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _work_around_git_mirror(store: Path) -> None:
-    """Keep the git mirror out of the way of these runtime tests (its crash safety is the store's, and is not there
-    yet: a kill while `library.git` is being created leaves a repository that cannot be opened again, and a kill
-    while it syncs leaves a stale ``refs/heads/dev.lock`` that makes every later close fail). So: create the
-    mirror before the first session, and remove lock files a killed session left behind."""
-    if not (store / "library.git" / "HEAD").exists():
-        SQLiteStore(store).close()
-    for lock in (store / "library.git").rglob("*.lock"):
-        lock.unlink()
 
 
 def _finish(store: Path, mode: str, seed: int) -> None:

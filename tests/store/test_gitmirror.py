@@ -211,3 +211,27 @@ def test_git_log_shows_the_diff_lines_and_the_story(store: SQLiteStore, repo_pat
     assert "+- cite sources" in shown and f"+++ b/{STYLE}" in shown
     fsck = subprocess.run(["git", "--git-dir", str(repo_path), "fsck", "--strict"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
+
+
+def test_a_half_made_mirror_left_by_a_killed_process_is_rebuilt(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "library.git" / "branches").mkdir(parents=True)  # what a kill during creation leaves: no HEAD
+    with SQLiteStore(run) as store:
+        store.add_artifact(Artifact("skills/a", Kind.SKILL, "x"))
+        assert store.sync_git() >= 1
+    assert (run / "library.git" / "HEAD").exists()
+
+
+def test_stale_ref_locks_left_by_a_killed_sync_do_not_break_the_next_session(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with SQLiteStore(run) as store:
+        store.add_artifact(Artifact("skills/a", Kind.SKILL, "x"))
+    lock = run / "library.git" / "refs" / "heads" / "dev.lock"
+    lock.write_text("0" * 40)
+    with SQLiteStore(run) as store:
+        diff = Diff("skills/a", 0, (Op.replace("text", "x", "y"),))
+        store.commit(diff, Evidence.paired({"t": 0.0}, {"t": 1.0}),
+                     Decision(diff.id, "skills/a", Outcome.ACCEPTED, "accept", "ok", {}))
+    assert not lock.exists()
+    with SQLiteStore(run) as store:
+        assert store.git_lag() == 0

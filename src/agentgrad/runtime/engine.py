@@ -258,16 +258,18 @@ class Engine(Recorder):
                                            base_version=base.version)
                 self.counts["screened_out"] += 1
                 self.record_verdict(diff, evidence, Outcome.REJECTED, "gate",
-                                    "screened out: it does not beat the base on the task it was proposed for")
+                                    "screened out: it does not beat the base on the task it was proposed for",
+                                    {"n": 1.0, "base": origin.reward, "candidate": score})
                 return None
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
                                             delta=self.delta(base.version), full=full)
         self.counts["gated"] += 1
         return Candidate(diff, evidence)
 
-    def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str) -> Decision:
+    def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str,
+                       numbers: Mapping[str, float] | None = None) -> Decision:
         """Record a verdict reached outside the aggregator (gate screen, stale before evaluation, unfinished)."""
-        decision = Decision(diff.id, diff.artifact_id, outcome, stage, reason, {}, fingerprint(diff))
+        decision = Decision(diff.id, diff.artifact_id, outcome, stage, reason, dict(numbers or {}), fingerprint(diff))
         self.store.record(diff, evidence, decision)
         self.aggregator.observe([decision], self.context())
         self.open.pop(diff.id, None)

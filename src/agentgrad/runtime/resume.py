@@ -65,11 +65,19 @@ def _is_step_verdict(event: Event) -> bool:
     return "step" in event.payload
 
 
+def _next_call_after_stored_diffs(engine: Engine) -> int:
+    """One past the highest call number any stored diff id carries (ids are `p<call>`): the store may hold a diff
+    whose events a killed process never wrote, and a new diff must never reuse its id."""
+    numbers = [int(d.diff_id[1:7]) for d in engine.store.decisions()
+               if len(d.diff_id) >= 7 and d.diff_id[0] == "p" and d.diff_id[1:7].isdigit()]
+    return max(numbers, default=-1) + 1
+
+
 def restore(engine: Engine) -> Work:
     """Bring a fresh engine up to where the run directory's log says the run was; return the work in flight."""
     events = engine.events
     engine.meter.load_state_dict({"used": used_from_events(events)})
-    engine.calls = events.count("dispatch")
+    engine.calls = max(events.count("dispatch"), _next_call_after_stored_diffs(engine))
     checkpoint = events.get("checkpoint")
     done_steps, after = 0, 0
     if checkpoint is not None:

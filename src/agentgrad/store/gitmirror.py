@@ -8,6 +8,8 @@ The store decides what to mirror and when; this module only turns plain values i
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,12 +133,32 @@ class GitMirror:
     """
 
     def __init__(self, path: Path) -> None:
+        """Open the mirror at `path`, creating it if needed. Call it under the store's write lock.
+
+        Creation is atomic (built beside the target, then renamed), so a process killed while creating it leaves
+        no half-made repository; ref lock files left by a process killed while moving a branch are removed.
+        """
         self.path = path
         if not (path / "HEAD").exists():
-            repo = Repo.init_bare(str(path), mkdir=not path.exists())
-            repo.refs.set_symbolic_ref(cast("Ref", b"HEAD"), cast("Ref", b"refs/heads/dev"))
-            repo.close()
+            self._create(path)
+        for lock in (path / "refs").rglob("*.lock"):
+            lock.unlink()
+        packed = path / "packed-refs.lock"
+        if packed.exists():
+            packed.unlink()
         self._repo = Repo(str(path))
+
+    @staticmethod
+    def _create(path: Path) -> None:
+        if path.exists():
+            shutil.rmtree(path)  # a half-made repository from a killed process: it has no HEAD, hence no history
+        staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        if staging.exists():
+            shutil.rmtree(staging)
+        repo = Repo.init_bare(str(staging), mkdir=True)
+        repo.refs.set_symbolic_ref(cast("Ref", b"HEAD"), cast("Ref", b"refs/heads/dev"))
+        repo.close()
+        os.replace(staging, path)
 
     def close(self) -> None:
         """Release the repository's files."""
