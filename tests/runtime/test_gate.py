@@ -14,7 +14,7 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.optim.stats import posterior_summary
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.gate import Gate, GateConfig, verdict_is_certain
-from agentgrad.runtime.scheduler import DurationEstimator
+from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 
 LEVELS = (0.0, 0.5, 1.0)
@@ -208,3 +208,50 @@ def test_base_scores_are_shared_by_candidates_on_the_same_base() -> None:
 
     anyio.run(main)
     assert scores.calls == Counter({"base": 6, "a": 6, "b": 6})
+
+
+class _Slow(_Scores):
+    """Scores where one task of the candidate takes far longer than the rest (a straggler)."""
+
+    def __init__(self, table: dict[str, dict[str, float]], slow: str) -> None:
+        super().__init__(table)
+        self.slow = slow
+        self.finished: list[str] = []
+
+    async def __call__(self, text: str, task_id: str) -> float:
+        self.calls[text] += 1
+        await anyio.sleep(0.2 if (text, task_id) == ("cand", self.slow) else 0.001)
+        self.finished.append(task_id)
+        return self.table[text][task_id]
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0]), st.sampled_from([0.0, 0.5, 1.0])), min_size=4, max_size=30))
+def test_windowed_evidence_reaches_the_same_verdict_as_chunked(rows: list[tuple[float, float]]) -> None:
+    val = [f"v{i:02d}" for i in range(len(rows))]
+    table = {"base": {t: b for t, (b, _) in zip(val, rows, strict=True)},
+             "cand": {t: c for t, (_, c) in zip(val, rows, strict=True)}}
+
+    async def both() -> tuple[Evidence, Evidence]:
+        chunked = await _gate(_Scores(table), val).evidence("d1", "base", 0, "cand", delta=0.05)
+        windowed = await _gate(_Scores(table), val).evidence("d1", "base", 0, "cand", delta=0.05, windowed=True)
+        return chunked, windowed
+
+    chunked, windowed = anyio.run(both)
+    verdicts = [posterior_summary(e, delta=0.05, margin=0.02).passes for e in (chunked, windowed)]
+    assert verdicts[0] == verdicts[1]
+
+
+def test_a_straggler_does_not_hold_back_the_rest_of_the_window() -> None:
+    val = [f"v{i:02d}" for i in range(12)]
+    table = {"base": dict.fromkeys(val, 0.0), "cand": {t: float(i % 2) for i, t in enumerate(val)}}
+    first = seeded_order(val, seed=0, salt="d1")[0]  # the first task the gate starts
+    scores = _Slow(table, slow=first)
+
+    async def main() -> Evidence:
+        gate = _gate(scores, val, chunk=4)
+        return await gate.evidence("d1", "base", 0, "cand", delta=0.05, windowed=True)
+
+    evidence = anyio.run(main)
+    assert len(evidence.rows) == 12
+    assert scores.finished[-1] == first  # it started first and finished last: every other task flowed past it

@@ -262,7 +262,8 @@ class Engine(Recorder):
                                     {"n": 1.0, "base": origin.reward, "candidate": score})
                 return None
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
-                                            delta=self.delta(base.version), full=full)
+                                            delta=self.delta(base.version), full=full,
+                                            windowed=self.config.asynchronous)
         self.counts["gated"] += 1
         return Candidate(diff, evidence)
 

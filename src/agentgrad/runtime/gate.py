@@ -91,24 +91,76 @@ class Gate:
             raise OutOfBudget("gate_evals")
         return {t: (scores[(t, 0)], scores[(t, 1)]) for t in ids}
 
+    async def _pair(self, texts: tuple[str, str], task_id: str) -> tuple[float, float]:
+        """Base and candidate scores on one task, both at once; OutOfBudget if either could not run."""
+        return (await self._chunk(texts, [task_id]))[task_id]
+
+    async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float,
+                        full: bool) -> dict[str, tuple[float, float]]:
+        """Keep `chunk` tasks in flight and start the next one as soon as any finishes (no barrier, so one slow
+        call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain."""
+        scores: dict[str, tuple[float, float]] = {}
+        send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order))
+        short = False
+
+        async def one(task_id: str) -> None:
+            try:
+                result: tuple[float, float] | None = await self._pair(texts, task_id)
+            except OutOfBudget:
+                result = None
+            await send.send((task_id, result))
+
+        async with anyio.create_task_group() as group, send, receive:
+            pending = list(order)
+            for task_id in pending[: max(1, self.config.chunk)]:
+                group.start_soon(one, task_id)
+            started = min(len(pending), max(1, self.config.chunk))
+            while len(scores) < started and not short:
+                task_id, result = await receive.receive()
+                if result is None:
+                    short = True
+                    break
+                scores[task_id] = result
+                if not full and self._certain(scores, len(order) - len(scores), delta):
+                    self.tasks_skipped += len(order) - len(scores)
+                    break
+                if started < len(pending):
+                    group.start_soon(one, pending[started])
+                    started += 1
+            group.cancel_scope.cancel()
+        if short:
+            raise OutOfBudget("gate_evals")
+        return scores
+
+    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, delta: float) -> bool:
+        if not self.config.early_stop or remaining == 0:
+            return False
+        wins = sum(max(c - b, 0.0) for b, c in scores.values())
+        losses = sum(max(b - c, 0.0) for b, c in scores.values())
+        return verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior)
+
     async def evidence(self, diff_id: str, base_text: str, base_version: int, cand_text: str, *, delta: float,
-                       full: bool = False) -> Evidence:
-        """Paired evidence of candidate vs base on validation tasks (all of them when `full`)."""
+                       full: bool = False, windowed: bool = False) -> Evidence:
+        """Paired evidence of candidate vs base on validation tasks (all of them when `full`).
+
+        By default tasks are scored in chunks with a look at the evidence between chunks, so the tasks scored are
+        a function of the diff alone (the synchronous runtime's reproducibility needs that); `windowed` scores
+        them through a sliding window instead, which keeps slots busy under heavy-tailed latency.
+        """
         order = seeded_order(self.val_ids, seed=self.seed, salt=diff_id)
         if not full and self.config.max_examples is not None:
             order = order[: self.config.max_examples]
-        scores: dict[str, tuple[float, float]] = {}
-        step = max(1, self.config.chunk)
-        for start in range(0, len(order), step):
-            scores.update(await self._chunk((base_text, cand_text), order[start:start + step]))
-            remaining = len(order) - len(scores)
-            if full or not self.config.early_stop or remaining == 0:
-                continue
-            wins = sum(max(c - b, 0.0) for b, c in scores.values())
-            losses = sum(max(b - c, 0.0) for b, c in scores.values())
-            if verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior):
-                self.tasks_skipped += remaining
-                break
+        texts = (base_text, cand_text)
+        if windowed:
+            scores = await self._windowed(texts, order, delta, full)
+        else:
+            scores = {}
+            step = max(1, self.config.chunk)
+            for start in range(0, len(order), step):
+                scores.update(await self._chunk(texts, order[start:start + step]))
+                if not full and self._certain(scores, len(order) - len(scores), delta):
+                    self.tasks_skipped += len(order) - len(scores)
+                    break
         complete = len(scores) == len(self.val_ids)
         return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
                                base_version=base_version, full=complete)
