@@ -25,6 +25,7 @@ from agentgrad.core.decision import Outcome
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
 
@@ -135,6 +136,7 @@ async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], fee
             result = engine.aggregate(batch)
             feedback.waiting.difference_update(c.diff.id for c in batch)
             feedback.send_back(group, follow_ups(engine, result, batch))
+            await maybe_promote(engine)
             feedback.maybe_close()
 
 

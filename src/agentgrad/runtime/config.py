@@ -115,16 +115,18 @@ class RunConfig:
     asynchronous: bool = True
     seed: int = 0
     max_batch: int = 16
+    promote_every: int = 3
 
     def __post_init__(self) -> None:
         timeout = self.timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
                 or timeout <= 0:
             raise ConfigError(f"RunConfig.timeout must be a finite number of seconds > 0, got {timeout!r}")
-        for name, low in (("seed", None), ("max_batch", 1)):
+        for name, low in (("seed", None), ("max_batch", 1), ("promote_every", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-                raise ConfigError(f"RunConfig.{name} must be an int{f' >= {low}' if low else ''}, got {value!r}")
+                bound = "" if low is None else f" >= {low}"
+                raise ConfigError(f"RunConfig.{name} must be an int{bound}, got {value!r}")
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description, stored with the run."""
@@ -135,4 +137,5 @@ class RunConfig:
                 "gate": {"chunk": g.chunk, "screen": g.screen, "early_stop": g.early_stop,
                          "max_examples": g.max_examples},
                 "acceptance": {"delta": delta, "margin": a.margin}, "timeout": self.timeout,
-                "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch}
+                "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
+                "promote_every": self.promote_every}

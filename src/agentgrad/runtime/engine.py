@@ -30,6 +30,7 @@ from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.commit import commit_step
 from agentgrad.store.events import EventLog
+from agentgrad.store.promotion import Promotion
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
 
@@ -67,6 +68,9 @@ class Engine(Recorder):
         self.run_slots = Slots(config.workers.run_slots)
         self.propose_slots = Slots(config.workers.propose)
         self.estimator = DurationEstimator()
+        self.promotion = Promotion(max(1, config.promote_every))
+        self.promotion_due = False
+        self._epoch: tuple[int, list[str]] = (-1, [])
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
@@ -166,7 +170,9 @@ class Engine(Recorder):
     def pick_task(self, index: int) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle)."""
         epoch, position = divmod(index, len(self.train))
-        return seeded_order(self.train, seed=self.config.seed, salt=f"epoch{epoch}")[position]
+        if self._epoch[0] != epoch:
+            self._epoch = (epoch, seeded_order(self.train, seed=self.config.seed, salt=f"epoch{epoch}"))
+        return self._epoch[1][position]
 
     def idle(self) -> bool:
         """True when the rollout budget is unlimited and two epochs of rollouts brought nothing to the gate (the
@@ -323,6 +329,9 @@ class Engine(Recorder):
             self.open.pop(decision.diff_id, None)
         self.open.update({c.diff.id: c.diff for c in result.held})  # the store keeps only final verdicts
         self.steps = step + 1
+        for version in versions:
+            if self.config.promote_every > 0 and self.promotion.observe_accepted(version.artifact_id):
+                self.promotion_due = True
         self.in_step = False
         self.checkpoint()
 
@@ -334,4 +343,5 @@ class Engine(Recorder):
         self.events.put("checkpoint", {
             "step": self.steps, "seq": self.events.last_seq(), "aggregator": self.aggregator.state_dict(),
             "estimator": self.estimator.state_dict(), "counts": dict(self.counts), "calls": self.calls,
+            "promotion": self.promotion.state_dict(), "promotion_due": self.promotion_due,
             "wall_time": self.elapsed()})

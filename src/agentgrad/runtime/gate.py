@@ -71,7 +71,7 @@ class Gate:
         score = await self.score(cand_text, task_id)
         return score > base_score, score
 
-    async def _chunk(self, texts: tuple[str, str], ids: Sequence[str]) -> dict[str, tuple[float, float]]:
+    async def score_pairs(self, texts: tuple[str, str], ids: Sequence[str]) -> dict[str, tuple[float, float]]:
         """Score base and candidate on `ids`, all at once (longest first); OutOfBudget if any call could not run."""
         scores: dict[tuple[str, int], float] = {}
         short = False
@@ -93,7 +93,7 @@ class Gate:
 
     async def _pair(self, texts: tuple[str, str], task_id: str) -> tuple[float, float]:
         """Base and candidate scores on one task, both at once; OutOfBudget if either could not run."""
-        return (await self._chunk(texts, [task_id]))[task_id]
+        return (await self.score_pairs(texts, [task_id]))[task_id]
 
     async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float,
                         full: bool) -> dict[str, tuple[float, float]]:
@@ -157,7 +157,7 @@ class Gate:
             scores = {}
             step = max(1, self.config.chunk)
             for start in range(0, len(order), step):
-                scores.update(await self._chunk(texts, order[start:start + step]))
+                scores.update(await self.score_pairs(texts, order[start:start + step]))
                 if not full and self._certain(scores, len(order) - len(scores), delta):
                     self.tasks_skipped += len(order) - len(scores)
                     break

@@ -83,6 +83,9 @@ def restore(engine: Engine) -> Work:
     if checkpoint is not None:
         engine.aggregator.load_state_dict(checkpoint["aggregator"])
         engine.estimator.load_state_dict(checkpoint["estimator"])
+        if "promotion" in checkpoint:
+            engine.promotion.load_state_dict(checkpoint["promotion"])
+            engine.promotion_due = bool(checkpoint.get("promotion_due", False))
         engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
         engine.wall_before = float(checkpoint["wall_time"])
         done_steps, after = int(checkpoint["step"]), int(checkpoint["seq"])

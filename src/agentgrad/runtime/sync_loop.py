@@ -22,6 +22,7 @@ from agentgrad.core.decision import Outcome
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
 
 R = TypeVar("R")
@@ -97,6 +98,7 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
             held = []
             if batch:
                 held = follow_ups(engine, engine.aggregate(batch), batch)
+                await maybe_promote(engine)
             elif engine.calls == calls and not had_work:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
 

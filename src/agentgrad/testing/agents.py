@@ -42,6 +42,8 @@ class WorldAgent:
         self.calls: Counter[tuple[str, str]] = Counter()
         self.draws: Counter[tuple[str, str]] = Counter()
         self.runs = 0
+        self.completed = 0
+        self.busy = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
         self.proposals = 0
@@ -66,7 +68,10 @@ class WorldAgent:
         try:
             if self.fail_every and self.runs % self.fail_every == 0:
                 raise RuntimeError(f"simulated failure of call {self.runs}")
-            await self.sleep(self.latency(task.id, rendered))
+            latency = self.latency(task.id, rendered)
+            await self.sleep(latency)
+            self.completed += 1
+            self.busy += latency
             return "solved" if self.world.solve(rendered, task.id) >= 1.0 else "failed"
         finally:
             self.in_flight -= 1
