@@ -27,6 +27,7 @@ import anyio
 
 from agentgrad.core.diff import apply
 from agentgrad.core.units import Scope, parse
+from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
 from agentgrad.errors import InvalidProposalError
 from agentgrad.runtime.budget import Budget
@@ -73,7 +74,9 @@ def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIA
     timeline = Timeline()
     with tempfile.TemporaryDirectory() as tmp:
         cpu = time.process_time()
-        result = evolve(agent.splits(), agent.reward, agent=agent, strategy=w.strategy, artifact=w.artifact,
+        splits = agent.splits()
+        no_test = Splits(splits.train, splits.val, (), splits.protocol)  # scored offline below: no calls after the run
+        result = evolve(no_test, agent.reward, agent=agent, strategy=w.strategy, artifact=w.artifact,
                         budget=Budget(wall_time=seconds), workers=workers, asynchronous=asynchronous,
                         store=Path(tmp) / "run", callbacks=[timeline])
         cpu = time.process_time() - cpu
@@ -88,7 +91,7 @@ def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIA
             "completed_calls": agent.completed, "sampled_mean_latency": agent.busy / max(1, agent.completed),
             "cpu_ms_per_call": 1000 * (cpu - 0.0) / max(1, calls + result.usage.test_evals),
             "aggregate_share": result.counts.get("aggregate_us", 0) / 1e6 / wall,
-            "test_reward": result.test_reward, "versions": len(result.history) - 1,
+            "test_reward": w.score(result.artifact.text, "test"), "versions": len(result.history) - 1,
             "junk_rules": junk(w, result.artifact.text), "seconds_to_075": reached[0][0] if reached else None,
             "gate_share": result.usage.gate_share}
 

@@ -33,6 +33,7 @@ world = {{ seed = 0, n_categories = 4, tasks_per_category = 40, median = {median
 [run]
 workers = 4
 seed = 1
+promote_every = 0
 """
 SMALL_BUDGET = "rollouts = 48\nproposals = 24\ngate_evals = 400"
 

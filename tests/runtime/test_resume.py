@@ -48,9 +48,11 @@ def test_a_larger_budget_continues_the_run_in_the_same_directory(tmp_path: Path,
 
 
 def test_work_in_flight_when_a_session_ends_is_evaluated_by_the_next(tmp_path: Path) -> None:
-    first = run(tmp_path, agent(median=0.001), budget=SMALL)
+    no_promotion = RunConfig(promote_every=0)  # its checks would spend the gate budget this test counts on
+    first = run(tmp_path, agent(median=0.001), budget=SMALL, config=no_promotion)
     deferred = {d.diff_id for d in first.decisions if d.outcome is Outcome.DEFERRED and d.stage == "gate"}
-    second = run(tmp_path, agent(median=0.001), budget=LARGE)
+    ample_gate = Budget(rollouts=48, proposals=24, gate_evals=100_000)  # so the second session drains its gate
+    second = run(tmp_path, agent(median=0.001), budget=ample_gate, config=no_promotion)
     last = {o["diff"]: o["outcome"] for o in second.outcomes()}
     assert all(last[d] != Outcome.DEFERRED.value for d in deferred)
     assert next(p["in_flight"] for _, p in events(tmp_path, ["resumed"])) >= len(deferred)

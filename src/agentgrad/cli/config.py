@@ -235,6 +235,7 @@ class RunSection(BaseModel):
     seed: int = 0
     store: str | None = None
     staleness: StalenessSection = Field(default_factory=StalenessSection)
+    promote_every: Annotated[int, Field(ge=0)] = 3
 
 
 class CliConfig(BaseModel):

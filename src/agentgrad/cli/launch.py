@@ -28,14 +28,15 @@ def budget_of(config: CliConfig) -> Budget:
 def _options(config: CliConfig, run_dir: Path, callbacks: Sequence[Callback],
              repair: Callable[..., Any] | None) -> dict[str, Any]:
     """The keyword arguments every kind of run passes on to `evolve()`."""
-    from agentgrad.runtime.config import Staleness, StalePolicy, Workers
+    from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
 
     run = config.run
     stale = run.staleness
     return {"budget": budget_of(config), "workers": Workers(**run.workers.model_dump()),
             "asynchronous": run.asynchronous, "store": run_dir, "callbacks": list(callbacks),
             "staleness": Staleness(stale.async_ratio, stale.alpha_max, StalePolicy(stale.policy),
-                                   repair if stale.policy == "repair" else None)}
+                                   repair if stale.policy == "repair" else None),
+            "config": RunConfig(promote_every=run.promote_every)}
 
 
 def _tasks(task: TaskSection) -> list[Task]:
