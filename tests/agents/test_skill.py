@@ -12,8 +12,9 @@ import pytest
 from agentgrad.agents.skill import default_model, evolve_skill, resolve_model, scoring
 from agentgrad.data.task import Task
 from agentgrad.errors import ConfigError, RewardError
-from agentgrad.providers.base import Message
+from agentgrad.providers.base import Completion, Message, Usage
 from agentgrad.providers.callable import CallableProvider
+from agentgrad.providers.middleware.base import layers
 from agentgrad.runtime.budget import Budget
 
 RULE = "Reply with exactly one lowercase word: positive or negative."
@@ -57,3 +58,21 @@ def test_default_model_prefers_a_configured_hosted_model(monkeypatch: pytest.Mon
     assert default_model().startswith("anthropic:")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     assert default_model().startswith("openai:")
+
+
+def test_every_model_call_of_the_run_is_charged_including_reflection(tmp_path: Path) -> None:
+    def metered(messages: Sequence[Message], **params: Any) -> Completion:
+        return Completion(obedient(messages, **params), Usage(5, 1, 0.0), 0.0, "m")
+
+    result = evolve_skill(ROWS, model=CallableProvider(metered), score="exact", budget=Budget(rollouts=12),
+                          store=tmp_path / "run", workers=2, asynchronous=False)
+    assert result.ok, result.error
+    usage = result.usage
+    assert usage.proposals > 0
+    assert usage.tokens == 6 * (usage.rollouts + usage.gate_evals + usage.proposals)
+
+
+def test_named_models_are_priced_limited_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    kinds = [type(layer).__name__ for layer in layers(resolve_model("openai:gpt-4o-mini", concurrency=3))]
+    assert kinds == ["Retry", "ConcurrencyLimit", "Accounting", "OpenAICompatible"]

@@ -8,12 +8,28 @@ re-anchors a stale edit on the current head. Prompts live in files beside this m
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from agentgrad.agents.edits import parse_edits
 from agentgrad.errors import InvalidProposalError
-from agentgrad.providers.base import Completion, Message, Provider
+from agentgrad.providers.base import Completion, Message, Provider, Usage
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What `propose` and `repair` return: the edits (structured, or one rule as text) and what asking cost.
+
+    The runtime reads `.text` as the proposal and charges `.usage` to the token and cost budgets.
+    """
+
+    text: list[dict[str, str]] | str
+    usage: Usage = field(default_factory=Usage)
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens, a.cost + b.cost)
 
 
 def load_prompt(name: str) -> str:
@@ -51,21 +67,20 @@ class LLMAgent:
         messages.append(Message("user", str(getattr(task, "input", task))))
         return await self.provider.complete(messages, **self.params)
 
-    async def _edits(self, prompt: str) -> list[dict[str, str]]:
+    async def _edits(self, prompt: str) -> Proposal:
         messages = [Message("user", prompt)]
         reply = await self.reflector.complete(messages, **self.reflect_params)
         try:
-            return parse_edits(reply.text, max_edits=self.max_edits)
+            return Proposal(parse_edits(reply.text, max_edits=self.max_edits), reply.usage)
         except InvalidProposalError as first:
             messages += [Message("assistant", reply.text), Message("user", self.fix_prompt.format(error=first))]
             retry = await self.reflector.complete(messages, **self.reflect_params)
             try:
-                return parse_edits(retry.text, max_edits=self.max_edits)
+                return Proposal(parse_edits(retry.text, max_edits=self.max_edits), _add(reply.usage, retry.usage))
             except InvalidProposalError as second:
                 raise InvalidProposalError(f"the proposer's reply did not fit the schema twice: {second}") from first
 
-    async def propose(self, rendered: str, task: Any, output: str | None,
-                      reward: float) -> list[dict[str, str]] | str:
+    async def propose(self, rendered: str, task: Any, output: str | None, reward: float) -> Proposal:
         """Edits that would have fixed this failed example: structured, or one rule as a line of text."""
         expected = getattr(task, "expected", None)
         fields = {"skill": rendered or "(empty)", "input": getattr(task, "input", task),
@@ -76,15 +91,15 @@ class LLMAgent:
             return await self._line(self.line_prompt.format(**fields))
         return await self._edits(self.reflect_prompt.format(**fields))
 
-    async def _line(self, prompt: str) -> str:
+    async def _line(self, prompt: str) -> Proposal:
         reply = await self.reflector.complete([Message("user", prompt)], **self.reflect_params)
         lines = [ln.strip().lstrip("-*• ").strip().strip('"').strip() for ln in reply.text.splitlines()]
         rule = next((ln for ln in lines if ln), "")
         if not rule:
             raise InvalidProposalError("the proposer replied with no rule")
-        return rule
+        return Proposal(rule, reply.usage)
 
-    async def repair(self, diff: dict[str, Any], head_text: str) -> list[dict[str, str]]:
+    async def repair(self, diff: dict[str, Any], head_text: str) -> Proposal:
         """The intent of a stale diff, re-expressed as edits of the current skill."""
         edit = "\n".join(f"- {op['action']}: {op.get('new') or op.get('old')}" for op in diff.get("ops", []))
         return await self._edits(self.repair_prompt.format(skill=head_text or "(empty)", edit=edit))

@@ -16,7 +16,7 @@ from agentgrad.data.splits import split
 from agentgrad.data.task import Task, tasks_from_rows
 from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Provider
-from agentgrad.providers.middleware import ConcurrencyLimit, Retry, wrap
+from agentgrad.providers.middleware import Accounting, ConcurrencyLimit, Meter, Retry, wrap
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.result import Result
@@ -35,7 +35,8 @@ def default_model() -> str:
 def resolve_model(model: str | Provider, *, concurrency: int = 16) -> Provider:
     """A provider for `model`: "local[:name-or-path]", "openai:<model>", "anthropic:<model>", or a Provider.
 
-    Named models get the standard middleware: one retry budget per call and a concurrency limit.
+    Named models get the standard middleware: pricing from the default price table (so cost budgets bind), a
+    concurrency limit, and one retry budget per call.
     """
     if not isinstance(model, str):
         return model
@@ -55,7 +56,8 @@ def resolve_model(model: str | Provider, *, concurrency: int = 16) -> Provider:
     else:
         raise ConfigError(f"unknown model {model!r}: use 'local', 'local:<gguf path>', 'openai:<model>', "
                           "'anthropic:<model>' or a Provider")
-    return wrap(provider, lambda p: ConcurrencyLimit(p, concurrency), Retry)
+    meter = Meter()
+    return wrap(provider, lambda p: Accounting(p, meter), lambda p: ConcurrencyLimit(p, concurrency), Retry)
 
 
 def scoring(score: str | Scorer) -> Callable[[Task, str], float]:
