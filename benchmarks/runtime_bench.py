@@ -69,8 +69,10 @@ def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIA
     """One evolve run for `seconds` of wall time with `slots` concurrent run calls."""
     w = world()
     agent = WorldAgent(w, median=median, sigma=SIGMA)
-    workers = Workers(rollout=slots, propose=max(1, slots // 2), gate=slots, slots=slots) if asynchronous \
-        else Workers(rollout=slots, propose=slots, gate=slots, slots=slots)
+    # async: the pools hold more work than the slots (the slot semaphore bounds the calls), weighted to rollouts
+    # as in `make demo`; sync: every worker rolls out, proposes and is gated each round
+    workers = Workers(rollout=max(1, slots), propose=max(1, slots // 2), gate=max(1, slots // 2), slots=slots) \
+        if asynchronous else Workers(rollout=slots, propose=slots, gate=slots, slots=slots)
     timeline = Timeline()
     with tempfile.TemporaryDirectory() as tmp:
         cpu = time.process_time()
