@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError, UnknownVersionError
-from agentgrad.optim.base import Batch, Candidate, Context, Stage, StageState
+from agentgrad.errors import ConfigError, StateDictError
+from agentgrad.optim.base import Batch, Candidate, Context, Stage, StageState, head_of_diff
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,7 @@ class StepResult:
 
 def validate(candidate: Candidate, ctx: Context) -> None:
     """Raise a typed error if the candidate names an unknown artifact or version, or unknown tasks."""
-    diff = candidate.diff
-    head = ctx.heads.get(diff.artifact_id)
-    if head is None:
-        raise UnknownArtifactError(f"diff {diff.id} edits unknown artifact {diff.artifact_id!r}")
-    if diff.base_version > head.version:
-        raise UnknownVersionError(
-            f"diff {diff.id} is based on version {diff.base_version} of {diff.artifact_id!r}, "
-            f"but the head is version {head.version}")
+    head_of_diff(candidate.diff, ctx)
     if ctx.known_tasks is not None:
         candidate.evidence.check_tasks(ctx.known_tasks)
 

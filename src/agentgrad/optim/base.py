@@ -16,6 +16,7 @@ from agentgrad.core.artifact import Kind, Layer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.core.evidence import Evidence
+from agentgrad.errors import UnknownArtifactError, UnknownVersionError
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,18 @@ class Candidate:
     evidence: Evidence
     recheck: bool = False
     parts: tuple[Diff, ...] = ()
+
+
+def head_of_diff(diff: Diff, ctx: Context, *, stage: str = "") -> Head:
+    """The head `diff` edits; `UnknownArtifactError` or `UnknownVersionError` (naming `stage`) if it cannot be."""
+    where = f"{stage}: " if stage else ""
+    head = ctx.heads.get(diff.artifact_id)
+    if head is None:
+        raise UnknownArtifactError(f"{where}diff {diff.id} edits unknown artifact {diff.artifact_id!r}")
+    if diff.base_version > head.version:
+        raise UnknownVersionError(f"{where}diff {diff.id} is based on version {diff.base_version} of "
+                                  f"{diff.artifact_id!r}, but the head is version {head.version}")
+    return head
 
 
 def verdict(candidate: Candidate, outcome: Outcome, stage: str, reason: str,

@@ -17,8 +17,8 @@ from typing import Any
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import apply
 from agentgrad.core.rebase import Conflict, rebase
-from agentgrad.errors import ApplyConflictError, ConfigError, StateDictError, UnknownArtifactError, UnknownVersionError
-from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
+from agentgrad.errors import ApplyConflictError, ConfigError, StateDictError
+from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, head_of_diff, verdict
 
 NAME = "staleness"
 _COUNTERS = ("passed", "rebased", "rejected", "duplicate", "stale")
@@ -95,14 +95,7 @@ def alpha_for(rate: float, *, alpha_max: int, alpha_min: int, half_rate: float) 
 
 
 def _head(candidate: Candidate, ctx: Context) -> Head:
-    diff = candidate.diff
-    head = ctx.heads.get(diff.artifact_id)
-    if head is None:
-        raise UnknownArtifactError(f"{NAME}: diff {diff.id} edits unknown artifact {diff.artifact_id!r}")
-    if diff.base_version > head.version:
-        raise UnknownVersionError(f"{NAME}: diff {diff.id} is based on version {diff.base_version} of "
-                                  f"{diff.artifact_id!r}, but the head is version {head.version}")
-    return head
+    return head_of_diff(candidate.diff, ctx, stage=NAME)
 
 
 def _judge(candidate: Candidate, head: Head, alpha: int,
