@@ -124,6 +124,10 @@ class Engine(Recorder):
         self.meter.settle(reserved, actual)
         self.events.append("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
                                     "error": error, "seconds": seconds})
+        if self.callbacks:
+            self.tell("call", {"call": call_id, "stage": kind, "task": subject, "error": error,
+                               "seconds": seconds, "end": self.clock(), "tokens": actual.get("tokens", 0.0),
+                               "cost": actual.get("cost", 0.0)})
 
     async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
                        subject: str, *, text_result: bool = False) -> CallOutcome:

@@ -84,6 +84,11 @@ class Recorder:
         for callback in self.callbacks:
             callback(kind, payload)
 
+    def tell(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Tell the callbacks about an event that is not logged on its own (e.g. `call`: its `done` row is)."""
+        for callback in self.callbacks:
+            callback(kind, payload)
+
     def emit_many(self, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         """Log several events in one transaction (all or none), then tell the callbacks."""
         self.events.append_many(rows)
