@@ -155,6 +155,10 @@ async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: 
 async def _loop(engine: Engine, resuming: bool) -> AgentgradError | None:
     """Restore (when resuming) and run the loop; the agentgrad error that stopped it, if any (logged)."""
     try:
+        engine.tell("started", {"run_dir": str(engine.store.run_dir), "artifact": engine.artifact.id,
+                                "resuming": resuming, "config": engine.config.describe(),
+                                "budget": engine.meter.budget.to_dict(),
+                                "splits": {"train": len(engine.train), "val": len(engine.val)}})
         pending = restore(engine) if resuming else []
         if resuming:
             engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used, "in_flight": len(pending)})
