@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
@@ -28,6 +27,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
+from agentgrad.runtime.workqueue import WorkQueue
 
 Work = tuple[Proposed | None, Candidate | None, Outcome | None]  # a new proposal, or a candidate sent back
 _GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError)
@@ -35,28 +35,30 @@ _GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 @dataclass
 class _Feedback:
-    """The aggregator's own sender into the gate channel.
+    """The aggregator's side of the gate's inbox.
 
     `waiting` holds the ids of every diff between the proposers and the end of an aggregator step (queued, being
-    evaluated, or sent back). The sender closes once the proposers are done and nothing is waiting, which lets the
-    gate workers, then the aggregator, finish.
+    evaluated, or sent back). The aggregator's producer slot closes once the proposers are done and nothing is
+    waiting, which lets the gate workers, then the aggregator, finish.
     """
 
-    send: ObjectSendStream[Work]
+    queue: WorkQueue[Work]
     upstream_done: bool = False
     waiting: set[str] = field(default_factory=set)
+    sent_back: set[str] = field(default_factory=set)  # sent back, not yet returned to the aggregator
     closed: bool = False
 
     def maybe_close(self) -> None:
         if self.upstream_done and not self.waiting and not self.closed:
             self.closed = True
-            self.send.close()
+            self.queue.producer_done()
 
-    def send_back(self, group: TaskGroup, work: list[tuple[Candidate, Outcome]]) -> None:
-        """Queue candidates for the gate again, each in its own task (never awaited here: no cycle of waits)."""
+    def send_back(self, work: list[tuple[Candidate, Outcome]]) -> None:
+        """Queue candidates for the gate again, ahead of new proposals (never blocks: no cycle of waits)."""
         for candidate, outcome in work:
             self.waiting.add(candidate.diff.id)
-            group.start_soon(self.send.send, (None, candidate, outcome))
+            self.sent_back.add(candidate.diff.id)
+            self.queue.put_urgent((None, candidate, outcome))
 
 
 def _starved(engine: Engine) -> bool:
@@ -80,19 +82,22 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                 return  # the budget is spent, or every proposer has stopped
 
 
-async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: ObjectSendStream[Work],
+async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: WorkQueue[Work],
                     feedback: _Feedback) -> None:
-    async with inbox, out:
-        async for rollout in inbox:
-            if _starved(engine):
-                return
-            try:
-                proposed = await engine.propose(rollout)
-            except OutOfBudget:
-                return
-            if proposed is not None:
-                feedback.waiting.add(proposed.diff.id)
-                await out.send((proposed, None, None))
+    try:
+        async with inbox:
+            async for rollout in inbox:
+                if _starved(engine):
+                    return
+                try:
+                    proposed = await engine.propose(rollout)
+                except OutOfBudget:
+                    return
+                if proposed is not None:
+                    feedback.waiting.add(proposed.diff.id)
+                    await out.put((proposed, None, None))
+    finally:
+        out.producer_done()
 
 
 async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate | None,
@@ -107,9 +112,9 @@ async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate |
         return None
 
 
-async def _gate_worker(engine: Engine, inbox: ObjectReceiveStream[Work], out: ObjectSendStream[Candidate],
+async def _gate_worker(engine: Engine, inbox: WorkQueue[Work], out: ObjectSendStream[Candidate],
                        feedback: _Feedback) -> None:
-    async with inbox, out:
+    async with out:
         async for proposed, held, outcome in inbox:
             item = held.diff.id if held is not None else proposed.diff.id if proposed is not None else ""
             candidate = await _gate_one(engine, proposed, held, outcome)
@@ -118,24 +123,40 @@ async def _gate_worker(engine: Engine, inbox: ObjectReceiveStream[Work], out: Ob
                 if candidate.diff.id != item:
                     feedback.waiting.discard(item)
                 await out.send(candidate)
+                feedback.sent_back.discard(item)
             else:
+                feedback.sent_back.discard(item)
                 feedback.waiting.discard(item)
                 feedback.maybe_close()
 
 
-async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], feedback: _Feedback,
-                      group: TaskGroup) -> None:
+async def _gather(engine: Engine, inbox: ObjectReceiveStream[Candidate], first: Candidate,
+                  feedback: _Feedback) -> list[Candidate]:
+    """A step's batch: what is ready now, and, while candidates sent back by the last step are still being
+    re-checked, what arrives within the fusion wait (they share a head, so the step can fuse them)."""
+    batch = [first]
+    limit = engine.config.max_batch
+    with anyio.move_on_after(engine.fuse_wait()):
+        while len(batch) < limit and feedback.sent_back:
+            try:
+                batch.append(await inbox.receive())
+            except anyio.EndOfStream:
+                break
+    while len(batch) < limit:
+        try:
+            batch.append(inbox.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            break
+    return batch
+
+
+async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], feedback: _Feedback) -> None:
     async with inbox:
         async for first in inbox:
-            batch = [first]
-            while len(batch) < engine.config.max_batch:
-                try:
-                    batch.append(inbox.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+            batch = await _gather(engine, inbox, first, feedback)
             result = engine.aggregate(batch)
             feedback.waiting.difference_update(c.diff.id for c in batch)
-            feedback.send_back(group, follow_ups(engine, result, batch))
+            feedback.send_back(follow_ups(engine, result, batch))
             await maybe_promote(engine)
             feedback.maybe_close()
 
@@ -156,21 +177,20 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
     """
     w = engine.config.workers
     roll_send, roll_recv = anyio.create_memory_object_stream[Rollout](max(1, w.propose) * 2)
-    work_send, work_recv = anyio.create_memory_object_stream[Work](max(1, w.gate) * 2)
+    work = WorkQueue[Work](max(1, w.gate) * 2, producers=w.propose + 1)  # the proposers and the aggregator
     cand_send, cand_recv = anyio.create_memory_object_stream[Candidate](engine.config.max_batch)
-    feedback = _Feedback(work_send.clone())
+    feedback = _Feedback(work)
     pools: list[Any] = []
     with anyio.move_on_after(max(0.0, engine.time_left())):
         # The original stream ends close as soon as the clones are handed out; the group then waits for its tasks.
-        async with anyio.create_task_group() as group, roll_send, roll_recv, work_send, work_recv, cand_send, \
-                cand_recv:
+        async with anyio.create_task_group() as group, roll_send, roll_recv, cand_send, cand_recv:
             pools += [(_rollout_worker, engine, i, roll_send.clone()) for i in range(w.rollout)]
-            pools += [(_proposer, engine, roll_recv.clone(), work_send.clone(), feedback) for _ in range(w.propose)]
-            feedback.send_back(group, list(pending or []))
+            pools += [(_proposer, engine, roll_recv.clone(), work, feedback) for _ in range(w.propose)]
+            feedback.send_back(list(pending or []))
             group.start_soon(_supervise, pools, feedback)
             for _ in range(w.gate):
-                group.start_soon(_gate_worker, engine, work_recv.clone(), cand_send.clone(), feedback)
-            group.start_soon(_aggregator, engine, cand_recv.clone(), feedback, group)
+                group.start_soon(_gate_worker, engine, work, cand_send.clone(), feedback)
+            group.start_soon(_aggregator, engine, cand_recv.clone(), feedback)
 
 
 __all__ = ["run_async"]

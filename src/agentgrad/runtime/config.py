@@ -105,7 +105,19 @@ class Acceptance:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything about how a run spends its budget, apart from the budget itself."""
+    """Everything about how a run spends its budget, apart from the budget itself.
+
+    Args:
+        workers, staleness, gate, acceptance: see those classes.
+        timeout: seconds a call of a user function may take.
+        asynchronous: the barrier-free runtime (True) or synchronous rounds (False).
+        seed: seeds task order, splits and the gate's task order.
+        max_batch: the most candidates one optimizer step takes.
+        promote_every: confirm dev on the whole validation split and promote it to stable every this many
+            commits (0: never).
+        fuse_wait: seconds the asynchronous aggregator waits for candidates it sent back for a re-check, so that
+            they reach one step and can fuse (None: four mean call durations; 0: never wait).
+    """
 
     workers: Workers = field(default_factory=Workers)
     staleness: Staleness = field(default_factory=Staleness)
@@ -116,12 +128,17 @@ class RunConfig:
     seed: int = 0
     max_batch: int = 16
     promote_every: int = 3
+    fuse_wait: float | None = None
 
     def __post_init__(self) -> None:
         timeout = self.timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
                 or timeout <= 0:
             raise ConfigError(f"RunConfig.timeout must be a finite number of seconds > 0, got {timeout!r}")
+        wait = self.fuse_wait
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))
+                                 or not math.isfinite(wait) or wait < 0):
+            raise ConfigError(f"RunConfig.fuse_wait must be None or a finite number of seconds >= 0, got {wait!r}")
         for name, low in (("seed", None), ("max_batch", 1), ("promote_every", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
@@ -138,4 +155,4 @@ class RunConfig:
                          "max_examples": g.max_examples},
                 "acceptance": {"delta": delta, "margin": a.margin}, "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
-                "promote_every": self.promote_every}
+                "promote_every": self.promote_every, "fuse_wait": self.fuse_wait}

@@ -77,6 +77,8 @@ class Engine(Recorder):
                          margin=config.acceptance.margin, estimator=self.estimator)
         self.first_run_error: str | None = None
         self.open: dict[str, Diff] = {}
+        self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
+        self._touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
@@ -102,6 +104,12 @@ class Engine(Recorder):
         self.calls += 1
         self.events.append("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
         return call_id, amounts
+
+    def fuse_wait(self) -> float:
+        """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
+        `RunConfig.fuse_wait`, or by default four mean call durations."""
+        wait = self.config.fuse_wait
+        return 4 * self.estimator.overall if wait is None else wait
 
     def affordable(self, kind: str, calls: int) -> bool:
         """True if `calls` more calls of `kind` fit in every budget they draw on (count, tokens, cost)."""
@@ -238,11 +246,28 @@ class Engine(Recorder):
         if self._is_tabu(diff):
             self._proposal_failed("tabu_skips", about, "the same change was already turned down")
             return None
+        twin = self._open_prints.get(fingerprint(diff))
+        if twin is not None:
+            self._proposal_failed("in_flight_duplicates", about, f"the same change is already being evaluated as "
+                                                                 f"{twin}")
+            return None
         self.counts["proposals"] += 1
         self.counts["idle_rollouts"] = 0
-        self.open[diff.id] = diff
+        self.hold_open([diff])
         self.emit("proposal", {"diff": diff.to_dict(), **about})
         return diff
+
+    def hold_open(self, diffs: Sequence[Diff]) -> None:
+        """Note diffs that have no final verdict yet (a proposal making the same change meanwhile is skipped)."""
+        for diff in diffs:
+            self.open[diff.id] = diff
+            self._open_prints.setdefault(fingerprint(diff), diff.id)
+
+    def drop_open(self, diff_id: str) -> None:
+        """A diff got its final verdict: it is no longer open."""
+        diff = self.open.pop(diff_id, None)
+        if diff is not None and self._open_prints.get(fingerprint(diff)) == diff_id:
+            del self._open_prints[fingerprint(diff)]
 
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.counts[counter] += 1
@@ -277,13 +302,43 @@ class Engine(Recorder):
         self.counts["gated"] += 1
         return Candidate(diff, evidence)
 
+    async def reverify(self, proposed: Proposed, old: Evidence) -> Candidate | None:
+        """Re-check, on the current head, a candidate that passed on an older one: only the tasks that carried its
+        effect and those the commits in between changed are scored again (`Gate.reverify`). Without usable old
+        evidence, or when a commit in between has none (a revert), the candidate is evaluated afresh."""
+        diff, base = proposed.diff, proposed.snapshot
+        touched = None if old.base_version is None or not old.rows else \
+            self.touched(diff.artifact_id, old.base_version, base.version)
+        if touched is None:
+            return await self.evaluate(proposed)
+        texts = (base.text, apply(diff, base.text))
+        evidence = await self.gate.reverify(diff.id, texts, base.version, old, touched,
+                                            delta=self.delta(base.version), windowed=self.config.asynchronous)
+        self.counts["reverified"] += 1
+        return Candidate(diff, evidence)
+
+    def touched(self, artifact_id: str, after: int, upto: int) -> frozenset[str] | None:
+        """The validation tasks whose score the commits of versions `after`+1 .. `upto` changed, by their own
+        evidence; None if one of them carries none (then nothing can be assumed)."""
+        tasks: set[str] = set()
+        for number in range(after + 1, upto + 1):
+            if number not in self._touched:
+                diff_id = self.store.version(artifact_id, number).diff_id
+                rows = self.store.evidence(diff_id).rows if diff_id is not None else ()
+                self._touched[number] = frozenset(r.task_id for r in rows if r.base != r.candidate) if rows else None
+            changed = self._touched[number]
+            if changed is None:
+                return None
+            tasks |= changed
+        return frozenset(tasks)
+
     def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str,
                        numbers: Mapping[str, float] | None = None) -> Decision:
         """Record a verdict reached outside the aggregator (gate screen, stale before evaluation, unfinished)."""
         decision = Decision(diff.id, diff.artifact_id, outcome, stage, reason, dict(numbers or {}), fingerprint(diff))
         self.store.record(diff, evidence, decision)
         self.aggregator.observe([decision], self.context())
-        self.open.pop(diff.id, None)
+        self.drop_open(diff.id)
         self.emit("decision", decision.to_dict())
         return decision
 
@@ -330,8 +385,8 @@ class Engine(Recorder):
         self.emit_many(rows)
         for decision in result.decisions:
             self.counts[f"decision_{decision.outcome.value}"] += 1
-            self.open.pop(decision.diff_id, None)
-        self.open.update({c.diff.id: c.diff for c in result.held})  # the store keeps only final verdicts
+            self.drop_open(decision.diff_id)
+        self.hold_open([c.diff for c in result.held])  # the store keeps only final verdicts
         self.steps = step + 1
         for version in versions:
             if self.config.promote_every > 0 and self.promotion.observe_accepted(version.artifact_id):

@@ -10,7 +10,7 @@ there is rejected at the cost of one call (screening can only reject, so it neve
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -65,6 +65,7 @@ class Gate:
         self.score, self.val_ids, self.config = score, list(val_ids), config
         self.seed, self.margin, self.prior, self.estimator = seed, margin, prior, estimator
         self.tasks_skipped = 0
+        self.tasks_carried = 0
 
     async def screen(self, base_score: float, cand_text: str, task_id: str) -> tuple[bool, float]:
         """Score the candidate on its origin task; passes only if it beats the base's `base_score` there."""
@@ -95,12 +96,14 @@ class Gate:
         """Base and candidate scores on one task, both at once; OutOfBudget if either could not run."""
         return (await self.score_pairs(texts, [task_id]))[task_id]
 
-    async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float,
-                        full: bool) -> dict[str, tuple[float, float]]:
+    async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
+                        known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
         """Keep `chunk` tasks in flight and start the next one as soon as any finishes (no barrier, so one slow
         call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain."""
-        scores: dict[str, tuple[float, float]] = {}
-        send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order))
+        scores, total = dict(known), len(known) + len(order)
+        if not full and self._certain(scores, total - len(scores), delta):
+            return self._skipped(scores, total)
+        send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order) or 1)
         short = False
 
         async def one(task_id: str) -> None:
@@ -111,25 +114,40 @@ class Gate:
             await send.send((task_id, result))
 
         async with anyio.create_task_group() as group, send, receive:
-            pending = list(order)
-            for task_id in pending[: max(1, self.config.chunk)]:
+            started = min(len(order), max(1, self.config.chunk))
+            for task_id in order[:started]:
                 group.start_soon(one, task_id)
-            started = min(len(pending), max(1, self.config.chunk))
-            while len(scores) < started and not short:
+            for _ in order:  # every task started sends one result; at most len(order) arrive
                 task_id, result = await receive.receive()
                 if result is None:
                     short = True
                     break
                 scores[task_id] = result
-                if not full and self._certain(scores, len(order) - len(scores), delta):
-                    self.tasks_skipped += len(order) - len(scores)
+                if not full and self._certain(scores, total - len(scores), delta):
+                    self._skipped(scores, total)
                     break
-                if started < len(pending):
-                    group.start_soon(one, pending[started])
+                if started < len(order):
+                    group.start_soon(one, order[started])
                     started += 1
             group.cancel_scope.cancel()
         if short:
             raise OutOfBudget("gate_evals")
+        return scores
+
+    async def _chunked(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
+                       known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        """Score `order` in chunks with a look at the evidence before each (the tasks scored are then a function
+        of the evidence alone, which the synchronous runtime's reproducibility needs)."""
+        scores, total = dict(known), len(known) + len(order)
+        step = max(1, self.config.chunk)
+        for start in range(0, len(order), step):
+            if not full and self._certain(scores, total - len(scores), delta):
+                return self._skipped(scores, total)
+            scores.update(await self.score_pairs(texts, order[start:start + step]))
+        return scores
+
+    def _skipped(self, scores: dict[str, tuple[float, float]], total: int) -> dict[str, tuple[float, float]]:
+        self.tasks_skipped += total - len(scores)
         return scores
 
     def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, delta: float) -> bool:
@@ -140,27 +158,41 @@ class Gate:
         return verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior)
 
     async def evidence(self, diff_id: str, base_text: str, base_version: int, cand_text: str, *, delta: float,
-                       full: bool = False, windowed: bool = False) -> Evidence:
+                       full: bool = False, windowed: bool = False,
+                       known: Mapping[str, tuple[float, float]] | None = None,
+                       first: Sequence[str] = ()) -> Evidence:
         """Paired evidence of candidate vs base on validation tasks (all of them when `full`).
 
-        By default tasks are scored in chunks with a look at the evidence between chunks, so the tasks scored are
-        a function of the diff alone (the synchronous runtime's reproducibility needs that); `windowed` scores
-        them through a sliding window instead, which keeps slots busy under heavy-tailed latency.
+        Tasks are visited in a seeded order per base version (so candidates on the same head share the base's
+        cached scores), `first` ahead of the rest; pairs in `known` are taken as they are. By default tasks are
+        scored in chunks with a look at the evidence between chunks, so the tasks scored are a function of the
+        evidence alone (the synchronous runtime's reproducibility needs that); `windowed` scores them through a
+        sliding window instead, which keeps slots busy under heavy-tailed latency.
         """
-        order = seeded_order(self.val_ids, seed=self.seed, salt=diff_id)
+        order = seeded_order(self.val_ids, seed=self.seed, salt=f"v{base_version}")
         if not full and self.config.max_examples is not None:
             order = order[: self.config.max_examples]
-        texts = (base_text, cand_text)
-        if windowed:
-            scores = await self._windowed(texts, order, delta, full)
-        else:
-            scores = {}
-            step = max(1, self.config.chunk)
-            for start in range(0, len(order), step):
-                scores.update(await self.score_pairs(texts, order[start:start + step]))
-                if not full and self._certain(scores, len(order) - len(scores), delta):
-                    self.tasks_skipped += len(order) - len(scores)
-                    break
+        given = dict(known or {})
+        lead = [t for t in dict.fromkeys(first) if t not in given]
+        order = lead + [t for t in order if t not in given and t not in set(lead)]
+        visit = self._windowed if windowed else self._chunked
+        scores = await visit((base_text, cand_text), order, delta, full, given)
         complete = len(scores) == len(self.val_ids)
         return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
                                base_version=base_version, full=complete)
+
+    async def reverify(self, diff_id: str, texts: tuple[str, str], base_version: int, old: Evidence,
+                       touched: Collection[str], *, delta: float, windowed: bool = False) -> Evidence:
+        """Evidence on a new head for a candidate that passed on an older one, re-scoring only what can have moved.
+
+        The tasks that carried the candidate's effect (its wins and losses) and the tasks the commits in between
+        changed (`touched`) are scored again on the new head, first; the candidate's other ties are carried over
+        as ties (assuming no interaction where neither change made a difference). Then, as in `evidence`, more
+        tasks are scored only while the verdict is open.
+        """
+        keep = {r.task_id: (r.base, r.candidate) for r in old.rows
+                if r.base == r.candidate and r.task_id not in touched}
+        redo = [r.task_id for r in old.rows if r.task_id not in keep]
+        self.tasks_carried += len(keep)
+        return await self.evidence(diff_id, texts[0], base_version, texts[1], delta=delta, windowed=windowed,
+                                   known=keep, first=redo)

@@ -149,7 +149,7 @@ def _in_flight(engine: Engine) -> Work:
             engine.aggregator.observe([stored[-1]], engine.context())
             engine.emit("decision", stored[-1].to_dict())
             del pending[diff_id]
-    engine.open.update({c.diff.id: c.diff for c, _ in pending.values()})
+    engine.hold_open([c.diff for c, _ in pending.values()])
     return list(pending.values())
 
 

@@ -107,7 +107,9 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     if proposed is None:
         return None
     engine.counts["rechecks"] += 1
-    return await engine.evaluate(proposed, full=outcome is Outcome.FULL_CHECK)
+    if outcome is Outcome.FULL_CHECK:
+        return await engine.evaluate(proposed, full=True)
+    return await engine.reverify(proposed, candidate.evidence)
 
 
 def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidate]) -> list[tuple[Candidate, Outcome]]:

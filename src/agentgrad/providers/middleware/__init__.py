@@ -13,8 +13,9 @@ from agentgrad.providers.middleware.breaker import CircuitBreaker
 from agentgrad.providers.middleware.cache import Cache
 from agentgrad.providers.middleware.limits import ConcurrencyLimit, RateLimit
 from agentgrad.providers.middleware.retry import Retry
+from agentgrad.providers.middleware.tracing import Traced
 
 __all__ = [
     "DEFAULT_PRICES", "Accounting", "Cache", "CircuitBreaker", "ConcurrencyLimit", "Meter", "Middleware", "Prices",
-    "RateLimit", "Retry", "Tally", "layers", "price_of", "wrap",
+    "RateLimit", "Retry", "Tally", "Traced", "layers", "price_of", "wrap",
 ]
