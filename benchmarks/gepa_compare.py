@@ -80,8 +80,7 @@ class Trace:
     """
 
     def __init__(self, w: ReferenceWorld, budget: int) -> None:
-        self.world, self.budget, self.start = w, budget, time.perf_counter()
-        self.calls = 0
+        self.world, self.budget, self.start, self.calls = w, budget, time.perf_counter(), 0
         self.budget_s: float | None = None
         self.points: list[tuple[float, int, str]] = [(0.0, 0, w.artifact.text)]
 
@@ -113,12 +112,14 @@ class Trace:
 def measured(name: str, seed: int, slots: int, trace: Trace, agent: WorldAgent, wall: float,
              target: float) -> dict[str, Any]:
     """One row of results: what the trace and the agent saw over `wall` seconds."""
+    limit, summary = slots / MEAN_LATENCY, trace.summary(target)
+    reached = summary["calls_to_target"] is not None
     return {"system": name, "seed": seed, "slots": slots, "calls": trace.calls, "wall_time": wall,
-            "reached_budget": trace.calls >= trace.budget,
-            "calls_per_s": trace.calls / wall, "utilisation": trace.calls / wall / (slots / MEAN_LATENCY),
-            "slot_utilisation": agent.busy / (slots * wall), "mean_in_flight": agent.busy / wall,
-            "max_in_flight": agent.max_in_flight,
-            "proposals": agent.proposals, **trace.summary(target)}
+            "reached_budget": trace.calls >= trace.budget, "calls_per_s": trace.calls / wall,
+            "utilisation": trace.calls / wall / limit, "slot_utilisation": agent.busy / (slots * wall),
+            "utilisation_to_target": summary["calls_to_target"] / summary["seconds_to_target"] / limit
+            if reached else None, "mean_in_flight": agent.busy / wall, "max_in_flight": agent.max_in_flight,
+            "proposals": agent.proposals, **summary}
 
 
 class WorldAdapter:
@@ -231,11 +232,9 @@ def run_gepa(seed: int, slots: int, budget: int, cap: float, target: float, *, r
     batch_type = importlib.import_module("gepa.core.adapter").EvaluationBatch
     timeout = importlib.import_module("gepa.utils").TimeoutStopCondition(cap)
     w = world(seed)
-    agent = WorldAgent(w, median=MEDIAN, sigma=SIGMA)
-    splits = agent.splits()
-    trace = Trace(w, budget)
-    listener = GepaListener(trace)
-    adapter, log = WorldAdapter(agent, slots, trace, batch_type, reflect_all=reflect_all), GepaLog()
+    agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, budget)
+    splits, listener, log = agent.splits(), GepaListener(trace), GepaLog()
+    adapter = WorldAdapter(agent, slots, trace, batch_type, reflect_all=reflect_all)
     result = gepa.optimize(seed_candidate={COMPONENT: w.artifact.text}, trainset=list(splits.train),
                            valset=list(splits.val), adapter=adapter, max_metric_calls=budget,
                            stop_callbacks=[timeout], logger=log, callbacks=[listener], seed=0)
@@ -262,11 +261,9 @@ def run_agentgrad(seed: int, slots: int, budget: int, limit: Budget, target: flo
                   asynchronous: bool) -> dict[str, Any]:
     """evolve() on world `seed` within `limit`; the trace is read at `budget` run calls."""
     w = world(seed)
-    agent = WorldAgent(w, median=MEDIAN, sigma=SIGMA)
-    splits = agent.splits()
+    agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, budget)
+    splits, commits = agent.splits(), list[tuple[float, int, int]]()
     no_test = Splits(splits.train, splits.val, (), splits.protocol)  # scored offline: no calls after the run
-    commits: list[tuple[float, int, int]] = []
-    trace = Trace(w, budget)
 
     def listen(kind: str, payload: Mapping[str, Any]) -> None:
         if kind == "call" and payload["stage"] in RUN_STAGES:
@@ -301,11 +298,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         med = {key: statistics.median(r[key] for r in mine) for key in
                ("test_reward_at_budget", "utilisation", "slot_utilisation", "mean_in_flight", "calls_per_s",
                 "junk_rules", "wrong_rules")}
-        out[name] = {"seeds": len(mine), "reached_target": len(reached),
-                     "median_seconds_to_target": statistics.median(r["seconds_to_target"] for r in reached)
-                     if reached else None,
-                     "median_calls_to_target": statistics.median(r["calls_to_target"] for r in reached)
-                     if reached else None, **{f"median_{k}": v for k, v in med.items()}}
+        med |= {key: statistics.median(r[key] for r in reached) if reached else None
+                for key in ("seconds_to_target", "calls_to_target", "utilisation_to_target")}
+        out[name] = {"seeds": len(mine), "reached_target": len(reached), **{f"median_{k}": v for k, v in med.items()}}
     return out
 
 
@@ -342,11 +337,12 @@ def table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     """The summary as aligned text, one system per line."""
     def cell(value: Any) -> str:
         return "-" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
-    keys = ("reached_target", "median_seconds_to_target", "median_calls_to_target", "median_test_reward_at_budget",
-            "median_utilisation", "median_slot_utilisation", "median_mean_in_flight", "median_junk_rules",
-            "median_wrong_rules")
-    lines = ["system".ljust(18) + "".join(k.replace("median_", "")[:14].rjust(15) for k in keys)]
-    lines += [name.ljust(18) + "".join(cell(s[k]).rjust(15) for k in keys) for name, s in summary.items()]
+    keys = ("reached_target", "seconds_to_target", "calls_to_target", "test_reward_at_budget", "utilisation",
+            "slot_utilisation", "utilisation_to_target", "junk_rules", "wrong_rules")
+    lines = ["median of seeds".ljust(18) + "".join(k.replace("_to_", ">").replace("_at_", "@")[:13].rjust(14)
+                                                  for k in keys)]
+    lines += [name.ljust(18) + "".join(cell(s.get(k, s.get(f"median_{k}"))).rjust(14) for k in keys)
+              for name, s in summary.items()]
     return "\n".join(lines)
 
 

@@ -165,3 +165,18 @@ def test_a_run_with_nothing_left_to_learn_stops_instead_of_spinning(tmp_path: Pa
     epochs = result.usage.rollouts / len(WORLD.train)
     assert 2 <= epochs < 3
     assert [k for k, _ in events(tmp_path, ["idle"])] == ["idle"]
+
+
+def test_a_change_already_under_evaluation_is_not_evaluated_twice(tmp_path: Path) -> None:
+    bot = agent()
+    rule = f"{WORLD.categories[0]}: use method {WORLD.methods[WORLD.categories[0]]}"
+
+    def propose(rendered: str, task: Task, output: str, reward: float) -> str:
+        return rule  # every worker proposes the same change in the same round
+
+    result = run(tmp_path, bot, asynchronous=False, propose=propose, budget=Budget(rollouts=4, proposals=4),
+                 workers=Workers(rollout=4, propose=4, gate=4))
+    proposals = [p for _, p in events(tmp_path, ["proposal"])]
+    skipped = [p for _, p in events(tmp_path, ["proposal_failed"]) if p["kind"] == "in_flight_duplicates"]
+    assert len(proposals) == 1 and len(skipped) == result.usage.proposals - 1 > 0
+    assert all(proposals[0]["diff"]["id"] in p["error"] for p in skipped)

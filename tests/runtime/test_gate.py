@@ -245,7 +245,7 @@ def test_windowed_evidence_reaches_the_same_verdict_as_chunked(rows: list[tuple[
 def test_a_straggler_does_not_hold_back_the_rest_of_the_window() -> None:
     val = [f"v{i:02d}" for i in range(12)]
     table = {"base": dict.fromkeys(val, 0.0), "cand": {t: float(i % 2) for i, t in enumerate(val)}}
-    first = seeded_order(val, seed=0, salt="d1")[0]  # the first task the gate starts
+    first = seeded_order(val, seed=0, salt="v0")[0]  # the first task the gate starts (the order is per base version)
     scores = _Slow(table, slow=first)
 
     async def main() -> Evidence:
@@ -255,3 +255,34 @@ def test_a_straggler_does_not_hold_back_the_rest_of_the_window() -> None:
     evidence = anyio.run(main)
     assert len(evidence.rows) == 12
     assert scores.finished[-1] == first  # it started first and finished last: every other task flowed past it
+
+
+def _recheck(gate: Gate, old: Evidence, touched: set[str]) -> Evidence:
+    async def main() -> Evidence:
+        return await gate.reverify("d1", ("head", "cand"), 1, old, touched, delta=0.05)
+    return anyio.run(main)
+
+
+def test_a_recheck_scores_again_only_the_tasks_that_carried_the_effect_and_those_the_commit_changed() -> None:
+    val = [f"v{i:02d}" for i in range(20)]
+    old = Evidence.paired(dict.fromkeys(val, 0.0), {t: float(i < 8) for i, t in enumerate(val)}, base_version=0)
+    head = {**dict.fromkeys(val, 0.0), "v10": 1.0}  # the commit in between fixed v10
+    scores = _Scores({"head": head, "cand": {t: float(i < 8 or t == "v10") for i, t in enumerate(val)}})
+    evidence = _recheck(_gate(scores, val), old, {"v10"})
+    # at most the 8 wins and the touched task are scored again (it may stop once the verdict is certain)
+    assert 8 <= scores.calls["head"] == scores.calls["cand"] <= 9
+    rows = {r.task_id: (r.base, r.candidate) for r in evidence.rows}
+    assert len(rows) >= 19 and evidence.base_version == 1
+    assert rows.get("v10", (1.0, 1.0)) == (1.0, 1.0) and rows["v00"] == (0.0, 1.0) and rows["v15"] == (0.0, 0.0)
+    assert posterior_summary(evidence, delta=0.05, margin=0.02).passes
+
+
+def test_a_recheck_fails_a_candidate_whose_effect_the_head_already_has() -> None:
+    val = [f"v{i:02d}" for i in range(20)]
+    effect = {t: float(i < 8) for i, t in enumerate(val)}
+    old = Evidence.paired(dict.fromkeys(val, 0.0), effect, base_version=0)
+    scores = _Scores({"head": effect, "cand": effect})  # the commit in between did the same thing
+    evidence = _recheck(_gate(scores, val), old, set())
+    assert posterior_summary(Evidence.paired(dict.fromkeys(val, 0.0), effect), delta=0.05, margin=0.02).passes
+    assert not posterior_summary(evidence, delta=0.05, margin=0.02).passes
+    assert 0 < scores.calls["cand"] == scores.calls["head"] < 8  # stopped once no outcome of the rest could pass

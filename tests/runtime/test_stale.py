@@ -146,3 +146,58 @@ def test_only_the_repair_policy_sends_stale_step_verdicts_back(tmp_path: Path) -
     for policy in StalePolicy:
         sent_back = _with_lag(tmp_path / policy.value, policy, check)
         assert sent_back == ([Outcome.STALE] if policy is StalePolicy.REPAIR else [])
+
+
+def _commit_with(engine: Engine, proposal: str, diff_id: str, evidence: Evidence) -> None:
+    diff = _diff(engine.head.text, engine.head.version, proposal, diff_id)
+    decision = Decision(diff.id, diff.artifact_id, Outcome.ACCEPTED, "accept", "test", {}, fingerprint(diff))
+    version = engine.store.commit(diff, evidence, decision)
+    engine.head = Snapshot(version.number, version.text)
+
+
+def test_a_held_candidate_is_rechecked_on_the_head_scoring_only_its_effect_and_what_the_commit_changed(
+        tmp_path: Path) -> None:
+    bot = agent()
+
+    async def main() -> tuple[frozenset[str] | None, Candidate | None, int, int]:
+        engine = build_engine(tmp_path, bot)
+        try:
+            base = engine.head
+            val = engine.val
+            diff = _diff(base.text, base.version, "dates: use method 2", "p000001")
+            old = Evidence.paired(dict.fromkeys(val, 0.0), {t: float(t in val[:3]) for t in val}, base_version=0)
+            _commit_with(engine, "tip: be concise", "c0",
+                         Evidence.paired(dict.fromkeys(val[:6], 0.0), {t: float(t == val[5]) for t in val[:6]}))
+            touched = engine.touched(WORLD.artifact.id, 0, 1)
+            held = Candidate(diff, old, recheck=True)
+            candidate = await recheck(engine, held, Outcome.RECHECK)
+            return touched, candidate, engine.counts["reverified"], engine.cache.misses
+        finally:
+            engine.events.close()
+            engine.store.close()
+
+    touched, candidate, reverified, calls = anyio.run(main)
+    assert touched == frozenset({agent().splits().val[5].id})
+    assert candidate is not None and reverified == 1
+    assert candidate.evidence.base_version == 1 and not candidate.recheck
+    assert calls <= 2 * 4  # the 3 tasks of its effect and the 1 task the commit changed, on head and candidate
+
+
+def test_a_commit_without_evidence_makes_the_recheck_a_full_evaluation(tmp_path: Path) -> None:
+    bot = agent()
+
+    async def main() -> tuple[frozenset[str] | None, int]:
+        engine = build_engine(tmp_path, bot)
+        try:
+            base = engine.head
+            diff = _diff(base.text, base.version, "dates: use method 2", "p000001")
+            old = Evidence.paired({engine.val[0]: 0.0}, {engine.val[0]: 1.0}, base_version=0)
+            _commit(engine, "tip: be concise", "c0")  # no evidence, like a revert
+            touched = engine.touched(WORLD.artifact.id, 0, 1)
+            await recheck(engine, Candidate(diff, old, recheck=True), Outcome.RECHECK)
+            return touched, engine.counts["reverified"]
+        finally:
+            engine.events.close()
+            engine.store.close()
+
+    assert anyio.run(main) == (None, 0)

@@ -154,11 +154,15 @@ class JsonProgress:
 
     Args:
         out: the text stream (flushed after every line).
+        skip: event kinds not written (by default `call`, one per user-function call: the run's event log has
+            them as `done` rows).
     """
 
-    def __init__(self, out: IO[str]) -> None:
-        self.out = out
+    def __init__(self, out: IO[str], *, skip: frozenset[str] = frozenset({"call"})) -> None:
+        self.out, self.skip = out, skip
 
     def __call__(self, kind: str, payload: Mapping[str, Any]) -> None:
+        if kind in self.skip:
+            return
         self.out.write(json.dumps({"event": kind, "at": time.time(), "data": dict(payload)}) + "\n")
         self.out.flush()

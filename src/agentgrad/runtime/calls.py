@@ -25,6 +25,7 @@ import anyio
 import anyio.to_thread
 
 from agentgrad.errors import RewardError
+from agentgrad.runtime.priority import PrioritySemaphore
 
 MAX_OUTPUT_CHARS = 1_000_000
 
@@ -36,13 +37,14 @@ class _Abandoned(Exception):
 class Slots:
     """At most `size` concurrent calls of a user function, counted until each call really ends.
 
-    State: an async semaphore (callers queue on it in the event loop) and a thread semaphore held by the thread
-    that runs a synchronous function, released only when that function returns (even after a timeout).
+    State: an async priority semaphore (callers queue on it in the event loop, the most urgent first) and a thread
+    semaphore held by the thread that runs a synchronous function, released only when that function returns (even
+    after a timeout).
     """
 
     def __init__(self, size: int) -> None:
         self.size = max(1, int(size))
-        self.queue = anyio.Semaphore(self.size)
+        self.queue = PrioritySemaphore(self.size)
         self.running = threading.BoundedSemaphore(self.size)
 
 
@@ -148,14 +150,16 @@ class Caller:
                 abandoned.set()
                 raise
 
-    async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None) -> CallOutcome:
+    async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None,
+                   priority: int = 0) -> CallOutcome:
         """Call `fn(*args)`; exceptions and timeouts become an outcome with an error, never a raise.
 
-        With `slots`, the call first waits for a free slot (that wait is not part of the timeout).
+        With `slots`, the call first waits for a free slot (that wait is not part of the timeout); waiting calls
+        get slots in order of `priority` (lower first), then of arrival.
         """
         if slots is None:
             return await self._call(fn, args, None)
-        async with slots.queue:
+        async with slots.queue.hold(priority):
             return await self._call(fn, args, slots.running)
 
     async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
@@ -174,9 +178,10 @@ class Caller:
             return CallOutcome(None, f"the call reported invalid usage: {exc}", seconds)
         return CallOutcome(value, None, seconds, usage)
 
-    async def run(self, fn: Callable[..., Any], rendered: str, task: Any, *, slots: Slots | None = None) -> CallOutcome:
+    async def run(self, fn: Callable[..., Any], rendered: str, task: Any, *, slots: Slots | None = None,
+                  priority: int = 0) -> CallOutcome:
         """Call `run` and check that it returned text (a string, or an object with a `.text` string)."""
-        outcome = await self.call(fn, rendered, task, slots=slots)
+        outcome = await self.call(fn, rendered, task, slots=slots, priority=priority)
         if not outcome.ok:
             return outcome
         text = _text_of(outcome.value)

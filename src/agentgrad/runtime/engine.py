@@ -139,14 +139,17 @@ class Engine(Recorder):
 
     async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
                        subject: str, *, text_result: bool = False) -> CallOutcome:
-        """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation."""
+        """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation.
+
+        Gate evaluations wait for a slot ahead of rollouts: they decide what the rollouts already proposed."""
         call_id, reserved = self.reserve(kind)
         outcome: CallOutcome | None = None
+        priority = 0 if kind == "gate_evals" else 1
         try:
             if text_result:
-                outcome = await self.caller.run(fn, *args, slots=slots)
+                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority)
             else:
-                outcome = await self.caller.call(fn, *args, slots=slots)
+                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority)
         finally:
             self.settle(call_id, kind, reserved, outcome, subject)
         return outcome
