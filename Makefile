@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types pytest bench docs clean
+.PHONY: demo test lint types pytest bench bench-gepa docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,9 +33,22 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/runtime_bench.py
 	$(BIN)/python benchmarks/provider_bench.py
 
+# The published gepa package, side by side with agentgrad on the reference world, in its own environment.
+GEPA_VENV := .venv-gepa
+GEPA_STAMP := $(GEPA_VENV)/.installed
+
+$(GEPA_STAMP): benchmarks/requirements-gepa.txt pyproject.toml
+	$(PY) -m venv $(GEPA_VENV)
+	$(GEPA_VENV)/bin/python -m pip install -q --upgrade pip
+	$(GEPA_VENV)/bin/python -m pip install -q -r benchmarks/requirements-gepa.txt -e .
+	touch $(GEPA_STAMP)
+
+bench-gepa: $(GEPA_STAMP)
+	$(GEPA_VENV)/bin/python benchmarks/gepa_compare.py $(ARGS)
+
 docs: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(GEPA_VENV) .mypy_cache .pytest_cache .ruff_cache

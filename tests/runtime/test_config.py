@@ -65,5 +65,5 @@ def test_evolve_keeps_the_given_config_unless_told_otherwise(tmp_path: Path) -> 
     saved = log.get("config")["run"]
     log.close()
     assert saved["asynchronous"] is False and saved["seed"] == 5
-    assert saved["workers"] == {"rollout": 2, "propose": 1, "gate": 1, "slots": 3}
+    assert saved["workers"] == {"rollout": 2, "propose": 1, "gate": 1, "slots": 3, "adaptive": True}
     assert result.counts["rounds"] >= 1 and "rollout_dispatch" not in result.counts  # the synchronous runtime

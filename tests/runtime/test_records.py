@@ -53,3 +53,45 @@ def test_budget_use_from_the_log_counts_unfinished_calls_at_their_reservation(tm
     used = used_from_events(log)
     assert used["rollouts"] == 2.0 and used["tokens"] == 130.0  # call 1 may have spent its whole reservation
     log.close()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_every_call_is_logged_durably_before_the_user_function_starts(tmp_path: Path, asynchronous: bool) -> None:
+    from agentgrad.data.task import Task
+    from agentgrad.runtime.budget import Budget
+    from tests.runtime.helpers import agent, run
+
+    bot = agent()
+    reader = EventLog(tmp_path)  # another connection: it sees only what was committed
+    started = {"calls": 0, "short": 0}
+
+    held_out = {t.id for t in bot.splits().test}  # scored after the run, outside the budget: not dispatched
+
+    async def spy(rendered: str, task: Task) -> str:
+        if task.id not in held_out:
+            started["calls"] += 1
+            started["short"] += reader.count("dispatch") < started["calls"]  # this call's dispatch is not durable
+        return await bot.run(rendered, task)
+
+    try:
+        result = run(tmp_path, bot, run=spy, asynchronous=asynchronous, budget=Budget(rollouts=24, gate_evals=120))
+    finally:
+        reader.close()
+    assert result.ok and started["calls"] > 24
+    assert started["short"] == 0
+
+
+def test_deferred_events_keep_their_order_and_are_written_by_the_next_write(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    log.append("dispatch", {"call": 0}, defer=True)
+    log.append("done", {"call": 0}, defer=True)
+    assert log.deferred == 2
+    other = EventLog(tmp_path)
+    assert other.count("dispatch") == 0  # not written yet
+    log.append("decision", {"diff": "d1"})
+    assert log.deferred == 0
+    assert [e.kind for e in other.read()] == ["dispatch", "done", "decision"]
+    log.append("dispatch", {"call": 1}, defer=True)
+    log.close()  # closing writes what waits
+    assert other.count("dispatch") == 2
+    other.close()

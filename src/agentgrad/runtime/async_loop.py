@@ -27,6 +27,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
+from agentgrad.runtime.throttle import Throttle
 from agentgrad.runtime.workqueue import WorkQueue
 
 Work = tuple[Proposed | None, Candidate | None, Outcome | None]  # a new proposal, or a candidate sent back
@@ -66,24 +67,30 @@ def _starved(engine: Engine) -> bool:
     return engine.meter.remaining("gate_evals") <= 0 or engine.idle()
 
 
-async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout]) -> None:
+async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout], throttle: Throttle) -> None:
     name = f"worker-{index}"
     snapshot = engine.head
-    async with out:
-        while not _starved(engine) and engine.meter.remaining("proposals") > 0:  # else a rollout leads nowhere
-            if engine.head.version - snapshot.version > engine.config.staleness.async_ratio:
-                snapshot = engine.head
-            task = engine.pick_task(engine.counts["rollout_dispatch"])
-            engine.counts["rollout_dispatch"] += 1
-            try:
-                rollout = await engine.rollout(name, snapshot, task)
-                await out.send(rollout)
-            except (OutOfBudget, *_GONE):
-                return  # the budget is spent, or every proposer has stopped
+    try:
+        async with out:
+            while True:
+                await throttle.turn(index)
+                if _starved(engine) or engine.meter.remaining("proposals") <= 0:  # else a rollout leads nowhere
+                    return
+                if engine.head.version - snapshot.version > engine.config.staleness.async_ratio:
+                    snapshot = engine.head
+                task = engine.pick_task(engine.counts["rollout_dispatch"])
+                engine.counts["rollout_dispatch"] += 1
+                try:
+                    rollout = await engine.rollout(name, snapshot, task)
+                    await out.send(rollout)
+                except (OutOfBudget, *_GONE):
+                    return  # the budget is spent, or every proposer has stopped
+    finally:
+        throttle.release_all()  # a worker stops only when the run winds down: paused ones must see that too
 
 
 async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: WorkQueue[Work],
-                    feedback: _Feedback) -> None:
+                    feedback: _Feedback, throttle: Throttle) -> None:
     try:
         async with inbox:
             async for rollout in inbox:
@@ -95,6 +102,8 @@ async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: Wo
                     return
                 if proposed is not None:
                     feedback.waiting.add(proposed.diff.id)
+                    if out.full:
+                        throttle.backlogged()
                     await out.put((proposed, None, None))
     finally:
         out.producer_done()
@@ -113,9 +122,15 @@ async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate |
 
 
 async def _gate_worker(engine: Engine, inbox: WorkQueue[Work], out: ObjectSendStream[Candidate],
-                       feedback: _Feedback) -> None:
+                       feedback: _Feedback, throttle: Throttle) -> None:
     async with out:
-        async for proposed, held, outcome in inbox:
+        while True:
+            if not len(inbox):
+                throttle.starved()
+            try:
+                proposed, held, outcome = await inbox.get()
+            except anyio.EndOfStream:
+                return
             item = held.diff.id if held is not None else proposed.diff.id if proposed is not None else ""
             candidate = await _gate_one(engine, proposed, held, outcome)
             if candidate is not None:
@@ -180,17 +195,19 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
     work = WorkQueue[Work](max(1, w.gate) * 2, producers=w.propose + 1)  # the proposers and the aggregator
     cand_send, cand_recv = anyio.create_memory_object_stream[Candidate](engine.config.max_batch)
     feedback = _Feedback(work)
+    throttle = engine.throttle = Throttle(w.rollout, enabled=w.adaptive)
     pools: list[Any] = []
     with anyio.move_on_after(max(0.0, engine.time_left())):
         # The original stream ends close as soon as the clones are handed out; the group then waits for its tasks.
         async with anyio.create_task_group() as group, roll_send, roll_recv, cand_send, cand_recv:
-            pools += [(_rollout_worker, engine, i, roll_send.clone()) for i in range(w.rollout)]
-            pools += [(_proposer, engine, roll_recv.clone(), work, feedback) for _ in range(w.propose)]
+            pools += [(_rollout_worker, engine, i, roll_send.clone(), throttle) for i in range(w.rollout)]
+            pools += [(_proposer, engine, roll_recv.clone(), work, feedback, throttle) for _ in range(w.propose)]
             feedback.send_back(list(pending or []))
             group.start_soon(_supervise, pools, feedback)
             for _ in range(w.gate):
-                group.start_soon(_gate_worker, engine, work, cand_send.clone(), feedback)
+                group.start_soon(_gate_worker, engine, work, cand_send.clone(), feedback, throttle)
             group.start_soon(_aggregator, engine, cand_recv.clone(), feedback)
+    engine.counts.update({"rollout_workers_lowest": throttle.lowest, "rollout_worker_moves": throttle.moves})
 
 
 __all__ = ["run_async"]

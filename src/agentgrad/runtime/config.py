@@ -36,6 +36,8 @@ class Workers:
         slots: the most concurrent calls of the user's `run`, over rollouts and gate evaluations together
             (default: rollout + gate). `run` is never called with more concurrency than this.
         threads: the thread pool for synchronous user functions.
+        adaptive: (asynchronous runtime) pause one rollout worker each time a proposal finds the gate's inbox
+            full, resume one each time a gate worker finds it empty; `rollout` is then the most that run.
     """
 
     rollout: int = 4
@@ -43,6 +45,7 @@ class Workers:
     gate: int = 2
     slots: int | None = None
     threads: int = 32
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         for name in ("rollout", "propose", "gate", "threads"):
@@ -149,7 +152,8 @@ class RunConfig:
         """A JSON-ready description, stored with the run."""
         w, s, g, a = self.workers, self.staleness, self.gate, self.acceptance
         delta = a.delta if isinstance(a.delta, float) else a.delta.to_dict()
-        return {"workers": {"rollout": w.rollout, "propose": w.propose, "gate": w.gate, "slots": w.run_slots},
+        return {"workers": {"rollout": w.rollout, "propose": w.propose, "gate": w.gate, "slots": w.run_slots,
+                            "adaptive": w.adaptive},
                 "staleness": {"async_ratio": s.async_ratio, "alpha_max": s.alpha_max, "policy": s.policy.value},
                 "gate": {"chunk": g.chunk, "screen": g.screen, "early_stop": g.early_stop,
                          "max_examples": g.max_examples},

@@ -28,6 +28,7 @@ from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
+from agentgrad.runtime.throttle import Throttle
 from agentgrad.store.commit import commit_step
 from agentgrad.store.events import EventLog
 from agentgrad.store.promotion import Promotion
@@ -70,6 +71,7 @@ class Engine(Recorder):
         self.estimator = DurationEstimator()
         self.promotion = Promotion(max(1, config.promote_every))
         self.promotion_due = False
+        self.throttle: Throttle | None = None  # the asynchronous runtime's adaptive rollout concurrency
         self._epoch: tuple[int, list[str]] = (-1, [])
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
@@ -102,7 +104,7 @@ class Engine(Recorder):
             raise OutOfBudget(kind)
         call_id = self.calls
         self.calls += 1
-        self.events.append("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
+        self.log_soon("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
         return call_id, amounts
 
     def fuse_wait(self) -> float:
@@ -130,8 +132,8 @@ class Engine(Recorder):
             actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
             error, seconds = outcome.error, outcome.seconds
         self.meter.settle(reserved, actual)
-        self.events.append("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
-                                    "error": error, "seconds": seconds})
+        self.log_soon("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
+                               "error": error, "seconds": seconds})
         if self.callbacks:
             self.tell("call", {"call": call_id, "stage": kind, "task": subject, "error": error,
                                "seconds": seconds, "end": self.clock(), "tokens": actual.get("tokens", 0.0),

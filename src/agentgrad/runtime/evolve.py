@@ -162,7 +162,8 @@ async def _loop(engine: Engine, resuming: bool) -> AgentgradError | None:
         pending = restore(engine) if resuming else []
         if resuming:
             engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used, "in_flight": len(pending)})
-        await (run_async(engine, pending) if engine.config.asynchronous else run_sync(engine, pending))
+        async with engine.group_commit():
+            await (run_async(engine, pending) if engine.config.asynchronous else run_sync(engine, pending))
     except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
         error = systemic(exc)
         log.error("agentgrad run in %s failed: %s", engine.store.run_dir, exc)

@@ -7,9 +7,12 @@ together (the verdicts, commits and held work of one optimizer step) are logged 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
@@ -77,6 +80,37 @@ class Recorder:
         self.started = clock()
         self.wall_before = 0.0
         self.in_step = False
+        self._group: anyio.Event | None = None  # set to ask the flusher for a write; None: write at once
+
+    def log_soon(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Log a frequent event (dispatch, done): inside `group_commit` it is written with the others of this turn
+        of the event loop, in one transaction, before any task that logged it runs again."""
+        group = self._group
+        self.events.append(kind, payload, defer=group is not None)
+        if group is not None:
+            group.set()
+
+    @asynccontextmanager
+    async def group_commit(self) -> AsyncIterator[None]:
+        """Write `log_soon` events in groups while the block runs (a flusher task wakes once per turn)."""
+        async def flusher() -> None:
+            while True:
+                assert self._group is not None
+                await self._group.wait()
+                self._group = anyio.Event()
+                self.events.flush()
+
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = anyio.Event()
+                group.start_soon(flusher)
+                try:
+                    yield
+                finally:
+                    group.cancel_scope.cancel()
+        finally:
+            self._group = None
+            self.events.flush()
 
     def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Log an event durably, then tell the callbacks."""

@@ -39,6 +39,11 @@ class WorkQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._normal) + len(self._urgent)
 
+    @property
+    def full(self) -> bool:
+        """True when a `put` would wait."""
+        return len(self._normal) >= self.capacity
+
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()

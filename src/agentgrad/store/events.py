@@ -3,7 +3,10 @@
 Every dispatch, result, proposal, decision and commit is appended as it happens (JSON payloads, a growing
 sequence number), so a killed run can be resumed and an asynchronous run replayed and audited afterwards.
 Events that belong together (the verdicts and commits of one optimizer step) go in with `append_many`, in one
-transaction: a killed process leaves all of them or none. `put`/`get` keep small named JSON documents (the run's
+transaction: a killed process leaves all of them or none. Frequent small events may be *deferred*: they wait in
+memory, in order, until `flush()` or the next write that is not deferred (group commit: one transaction for many
+events; the runtime flushes once per turn of its event loop, before any call it logged can start). `put`/`get`
+keep small named JSON documents (the run's
 configuration, the latest checkpoint). Payloads are stored as ASCII JSON, so any Python string (even one with a
 lone surrogate, e.g. in a user function's error message) round-trips.
 """
@@ -55,24 +58,48 @@ class EventLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        self._deferred: list[tuple[str, float, str]] = []
 
     def close(self) -> None:
-        """Close the connection."""
+        """Write deferred events, then close the connection."""
+        self.flush()
         self._conn.close()
 
-    def append(self, kind: str, payload: Mapping[str, Any]) -> int:
-        """Append one event and return its sequence number (committed before this returns)."""
-        cursor = self._conn.execute("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)",
-                                    (kind, self.clock(), _dump(payload)))
+    @property
+    def deferred(self) -> int:
+        """How many events wait to be written."""
+        return len(self._deferred)
+
+    def append(self, kind: str, payload: Mapping[str, Any], *, defer: bool = False) -> int:
+        """Append one event and return its sequence number (committed before this returns, with any deferred
+        events before it); with `defer`, only queue it (returns 0) until `flush` or the next write."""
+        row = (kind, self.clock(), _dump(payload))
+        if defer:
+            self._deferred.append(row)
+            return 0
+        if self._deferred:
+            self._write([row])
+            return self.last_seq()
+        cursor = self._conn.execute("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)", row)
         return int(cursor.lastrowid or 0)
 
     def append_many(self, events: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
-        """Append several events in one transaction (all or none); return the last sequence number."""
+        """Append several events (after any deferred ones) in one transaction (all or none); return the last
+        sequence number."""
         now = self.clock()
-        rows = [(kind, now, _dump(payload)) for kind, payload in events]
-        with self._transaction():
-            self._conn.executemany("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)", rows)
+        self._write([(kind, now, _dump(payload)) for kind, payload in events])
         return self.last_seq()
+
+    def flush(self) -> None:
+        """Write the deferred events, in order, in one transaction."""
+        if self._deferred:
+            self._write([])
+
+    def _write(self, rows: list[tuple[str, float, str]]) -> None:
+        batch = self._deferred + rows
+        with self._transaction():
+            self._conn.executemany("INSERT INTO events(kind, at, payload) VALUES (?, ?, ?)", batch)
+        self._deferred = []
 
     def _transaction(self) -> _Tx:
         self._conn.execute("BEGIN IMMEDIATE")
@@ -80,6 +107,7 @@ class EventLog:
 
     def read(self, kinds: Sequence[str] | None = None, *, after: int = 0) -> list[Event]:
         """Events after sequence number `after`, optionally only of the given kinds, in order."""
+        self.flush()
         sql = "SELECT seq, kind, at, payload FROM events WHERE seq > ?"
         params: list[Any] = [after]
         if kinds:
@@ -90,14 +118,17 @@ class EventLog:
 
     def last_seq(self) -> int:
         """The sequence number of the newest event (0 when there is none)."""
+        self.flush()
         return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
 
     def count(self, kind: str) -> int:
         """How many events of `kind` there are."""
+        self.flush()
         return int(self._conn.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0])
 
     def put(self, key: str, value: Any) -> None:
-        """Store a named JSON document (replacing an older one)."""
+        """Store a named JSON document (replacing an older one), after the deferred events."""
+        self.flush()
         self._conn.execute("INSERT OR REPLACE INTO run_state(key, value) VALUES (?, ?)", (key, _dump(value)))
 
     def get(self, key: str) -> Any:
