@@ -6,8 +6,7 @@ Events that belong together (the verdicts and commits of one optimizer step) go 
 transaction: a killed process leaves all of them or none. Frequent small events may be *deferred*: they wait in
 memory, in order, until `flush()` or the next write that is not deferred (group commit: one transaction for many
 events; the runtime flushes once per turn of its event loop, before any call it logged can start). `put`/`get`
-keep small named JSON documents (the run's
-configuration, the latest checkpoint). Payloads are stored as ASCII JSON, so any Python string (even one with a
+keep small named JSON documents (the run's configuration, the latest checkpoint). Payloads are stored as ASCII JSON, so any Python string (even one with a
 lone surrogate, e.g. in a user function's error message) round-trips.
 """
 
