@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgrad.core.evidence import Evidence
+from agentgrad.errors import ConfigError
 from agentgrad.optim.stats import posterior_summary
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.gate import Gate, GateConfig, verdict_is_certain
@@ -286,3 +287,25 @@ def test_a_recheck_fails_a_candidate_whose_effect_the_head_already_has() -> None
     assert posterior_summary(Evidence.paired(dict.fromkeys(val, 0.0), effect), delta=0.05, margin=0.02).passes
     assert not posterior_summary(evidence, delta=0.05, margin=0.02).passes
     assert 0 < scores.calls["cand"] == scores.calls["head"] < 8  # stopped once no outcome of the rest could pass
+
+
+def test_a_candidate_that_changes_nothing_is_stopped_for_futility_long_before_the_end() -> None:
+    val = [f"v{i:02d}" for i in range(80)]
+    table = {"base": dict.fromkeys(val, 0.0), "cand": dict.fromkeys(val, 0.0)}
+    quick, exact = _Scores(table), _Scores(table)
+    futile = Gate(quick, val, GateConfig(chunk=4), seed=0, margin=0.02, estimator=DurationEstimator())
+    curtailed = Gate(exact, val, GateConfig(chunk=4, futility=0.0), seed=0, margin=0.02,
+                     estimator=DurationEstimator())
+
+    async def main() -> None:
+        await futile.evidence("d1", "base", 0, "cand", delta=0.05)
+        await curtailed.evidence("d1", "base", 0, "cand", delta=0.05)
+
+    anyio.run(main)
+    assert futile.futile_stops == 1 and curtailed.futile_stops == 0
+    assert quick.calls["cand"] <= 48 < exact.calls["cand"]
+
+
+def test_futility_is_refused_outside_its_range() -> None:
+    with pytest.raises(ConfigError, match="futility"):
+        GateConfig(futility=0.5)

@@ -17,6 +17,7 @@ import anyio
 
 from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ConfigError
+from agentgrad.optim.futility import PassThresholds, prob_pass_later
 from agentgrad.optim.stats import SKEPTICAL_PRIOR, prob_improvement
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
@@ -33,14 +34,20 @@ class GateConfig:
         screen: first try the candidate on the training task it was proposed for.
         early_stop: stop as soon as the verdict is certain (exact; never changes a verdict).
         max_examples: at most this many validation tasks per candidate (None: the whole split).
+        futility: also stop (and so reject) once the predictive probability of passing on the whole split falls
+            below this (`optim.futility`; 0 turns it off). It never adds an accept; it costs a little power.
     """
 
     chunk: int = 8
     screen: bool = True
     early_stop: bool = True
     max_examples: int | None = None
+    futility: float = 0.02
 
     def __post_init__(self) -> None:
+        if isinstance(self.futility, bool) or not isinstance(self.futility, (int, float)) \
+                or not 0.0 <= self.futility < 0.5:
+            raise ConfigError(f"GateConfig.futility must be a probability in [0, 0.5), got {self.futility!r}")
         for name in ("chunk", "max_examples"):
             value = getattr(self, name)
             if name == "max_examples" and value is None:
@@ -66,6 +73,8 @@ class Gate:
         self.seed, self.margin, self.prior, self.estimator = seed, margin, prior, estimator
         self.tasks_skipped = 0
         self.tasks_carried = 0
+        self.futile_stops = 0
+        self._thresholds: dict[float, PassThresholds] = {}
 
     async def screen(self, base_score: float, cand_text: str, task_id: str) -> tuple[bool, float]:
         """Score the candidate on its origin task; passes only if it beats the base's `base_score` there."""
@@ -97,11 +106,11 @@ class Gate:
         return (await self.score_pairs(texts, [task_id]))[task_id]
 
     async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
-                        known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+                        known: dict[str, tuple[float, float]], random: bool) -> dict[str, tuple[float, float]]:
         """Keep `chunk` tasks in flight and start the next one as soon as any finishes (no barrier, so one slow
         call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain."""
         scores, total = dict(known), len(known) + len(order)
-        if not full and self._certain(scores, total - len(scores), delta):
+        if not full and self._certain(scores, total - len(scores), delta, random):
             return self._skipped(scores, total)
         send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order) or 1)
         short = False
@@ -123,7 +132,7 @@ class Gate:
                     short = True
                     break
                 scores[task_id] = result
-                if not full and self._certain(scores, total - len(scores), delta):
+                if not full and self._certain(scores, total - len(scores), delta, random):
                     self._skipped(scores, total)
                     break
                 if started < len(order):
@@ -135,13 +144,13 @@ class Gate:
         return scores
 
     async def _chunked(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
-                       known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+                       known: dict[str, tuple[float, float]], random: bool) -> dict[str, tuple[float, float]]:
         """Score `order` in chunks with a look at the evidence before each (the tasks scored are then a function
         of the evidence alone, which the synchronous runtime's reproducibility needs)."""
         scores, total = dict(known), len(known) + len(order)
         step = max(1, self.config.chunk)
         for start in range(0, len(order), step):
-            if not full and self._certain(scores, total - len(scores), delta):
+            if not full and self._certain(scores, total - len(scores), delta, random):
                 return self._skipped(scores, total)
             scores.update(await self.score_pairs(texts, order[start:start + step]))
         return scores
@@ -150,12 +159,25 @@ class Gate:
         self.tasks_skipped += total - len(scores)
         return scores
 
-    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, delta: float) -> bool:
+    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, delta: float,
+                 futility: bool = True) -> bool:
+        """True when scoring more tasks is not worth it: the verdict is certain, or (every fourth look, when the
+        tasks are visited in random order) passing has become improbable (futility)."""
         if not self.config.early_stop or remaining == 0:
             return False
         wins = sum(max(c - b, 0.0) for b, c in scores.values())
         losses = sum(max(b - c, 0.0) for b, c in scores.values())
-        return verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior)
+        if verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior):
+            return True
+        if not futility or self.config.futility <= 0 or len(scores) % 4:
+            return False
+        thresholds = self._thresholds.get(delta)
+        if thresholds is None:
+            thresholds = self._thresholds[delta] = PassThresholds(delta=delta, margin=self.margin, prior=self.prior)
+        differing = sum(1 for b, c in scores.values() if b != c)
+        futile = prob_pass_later(wins, losses, differing, len(scores), remaining, thresholds) < self.config.futility
+        self.futile_stops += futile
+        return futile
 
     async def evidence(self, diff_id: str, base_text: str, base_version: int, cand_text: str, *, delta: float,
                        full: bool = False, windowed: bool = False,
@@ -176,7 +198,8 @@ class Gate:
         lead = [t for t in dict.fromkeys(first) if t not in given]
         order = lead + [t for t in order if t not in given and t not in set(lead)]
         visit = self._windowed if windowed else self._chunked
-        scores = await visit((base_text, cand_text), order, delta, full, given)
+        # futility assumes the tasks come in random order: not so when some were chosen to come first
+        scores = await visit((base_text, cand_text), order, delta, full, given, not given and not lead)
         complete = len(scores) == len(self.val_ids)
         return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
                                base_version=base_version, full=complete)

@@ -5,9 +5,11 @@ sequence number), so a killed run can be resumed and an asynchronous run replaye
 Events that belong together (the verdicts and commits of one optimizer step) go in with `append_many`, in one
 transaction: a killed process leaves all of them or none. Frequent small events may be *deferred*: they wait in
 memory, in order, until `flush()` or the next write that is not deferred (group commit: one transaction for many
-events; the runtime flushes once per turn of its event loop, before any call it logged can start). `put`/`get`
-keep small named JSON documents (the run's configuration, the latest checkpoint). Payloads are stored as ASCII JSON, so any Python string (even one with a
-lone surrogate, e.g. in a user function's error message) round-trips.
+events; the runtime flushes once per turn of its event loop, before any call it logged can start).
+
+`put`/`get` keep small named JSON documents (the run's configuration, the latest checkpoint). Payloads are stored
+as ASCII JSON, so any Python string (even one with a lone surrogate, e.g. in a user function's error message)
+round-trips.
 """
 
 from __future__ import annotations
