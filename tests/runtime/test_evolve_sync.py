@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
 from agentgrad.errors import RewardError, RunFailedError
 from agentgrad.runtime.budget import Budget
-from agentgrad.runtime.config import Workers
+from agentgrad.runtime.config import RunConfig, Workers
 from agentgrad.runtime.evolve import evolve
+from agentgrad.runtime.gate import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
@@ -180,3 +182,27 @@ def test_a_change_already_under_evaluation_is_not_evaluated_twice(tmp_path: Path
     skipped = [p for _, p in events(tmp_path, ["proposal_failed"]) if p["kind"] == "in_flight_duplicates"]
     assert len(proposals) == 1 and len(skipped) == result.usage.proposals - 1 > 0
     assert all(proposals[0]["diff"]["id"] in p["error"] for p in skipped)
+
+
+def test_a_gate_budget_too_small_for_a_whole_round_still_gates_several_candidates_at_once(tmp_path: Path) -> None:
+    bot = agent(median=0.001)
+    val = {t.id for t in bot.splits().val}
+    per_candidate = 1 + 2 * len(val)
+    in_flight: Counter[str] = Counter()
+    peak = {"texts": 0}
+
+    async def tracked(rendered: str, task: Task) -> str:
+        if task.id not in val:
+            return await bot.run(rendered, task)
+        in_flight[rendered] += 1
+        peak["texts"] = max(peak["texts"], len(+in_flight))
+        try:
+            return await bot.run(rendered, task)
+        finally:
+            in_flight[rendered] -= 1
+
+    budget = Budget(rollouts=24, gate_evals=per_candidate * 3 + 5)
+    result = run(tmp_path, bot, run=tracked, asynchronous=False, budget=budget,
+                 workers=Workers(rollout=8, propose=8, gate=8), config=RunConfig(gate=GateConfig(screen=False)))
+    assert result.ok and result.usage.gate_evals <= budget.gate_evals
+    assert peak["texts"] >= 3  # the base and at least two candidates on validation tasks at once

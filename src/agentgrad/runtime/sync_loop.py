@@ -1,9 +1,9 @@
 """The synchronous runtime: rounds with a barrier, deterministic under a seed.
 
 Each round has four phases: every worker rolls out on its training task (concurrently), failed rollouts propose
-an edit (at most `Workers.propose` at once), the gate scores the candidates (at most `Workers.gate` at once, or one
-after the other when the remaining budget could run out mid-round, so that budget exhaustion never depends on
-timing), and one aggregator step commits. Which task a worker gets and which worker gets the last units of a budget
+an edit (at most `Workers.propose` at once), the gate scores the candidates (at most `Workers.gate` at once; when the
+remaining gate budget could run out mid-round, in waves of as many as it surely covers, so that budget exhaustion
+never depends on timing), and one aggregator step commits. Which task a worker gets and which worker gets the last units of a budget
 are functions of (seed, round, worker), and calls are dispatched in a fixed order within each phase (so diff ids,
 the numbers of their propose calls, are too): a run with deterministic async user functions and a fake clock is
 reproducible bit for bit, event log included. (A synchronous user function runs in a worker thread; threads finish
@@ -68,9 +68,24 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     proposed = await _gather([partial(engine.propose, r) for r in failing[:k]], limit=workers.propose)
     todo: list[Callable[[], Awaitable[Candidate | None]]] = [partial(recheck, engine, c, o) for c, o in held]
     todo += [partial(admit_and_evaluate, engine, p) for p in proposed if p is not None]
-    worst = len(todo) * (1 + 2 * len(engine.val))
-    limit = workers.gate if engine.affordable("gate_evals", worst) else 1
-    return [c for c in await _gather(todo, limit=limit) if c is not None]
+    return [c for c in await _gate_in_waves(engine, todo) if c is not None]
+
+
+async def _gate_in_waves(engine: Engine, todo: Sequence[Callable[[], Awaitable[Candidate | None]]]
+                         ) -> list[Candidate | None]:
+    """Evaluate candidates in order, as many at once as the gate budget surely covers (each may need one screen
+    call and two calls per validation task), so that running out of budget never depends on timing; when not even
+    one is surely covered, one at a time."""
+    per_candidate, most = 1 + 2 * len(engine.val), engine.config.workers.gate
+    if engine.affordable("gate_evals", per_candidate * len(todo)):
+        return await _gather(todo, limit=most)
+    out: list[Candidate | None] = []
+    while len(out) < len(todo):
+        wave = min(most, len(todo) - len(out))
+        while wave > 1 and not engine.affordable("gate_evals", per_candidate * wave):
+            wave -= 1
+        out += await _gather(todo[len(out):len(out) + wave], limit=wave)
+    return out
 
 
 def _can_continue(engine: Engine, held: int) -> bool:
