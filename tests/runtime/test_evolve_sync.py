@@ -204,5 +204,5 @@ def test_a_gate_budget_too_small_for_a_whole_round_still_gates_several_candidate
     budget = Budget(rollouts=24, gate_evals=per_candidate * 3 + 5)
     result = run(tmp_path, bot, run=tracked, asynchronous=False, budget=budget,
                  workers=Workers(rollout=8, propose=8, gate=8), config=RunConfig(gate=GateConfig(screen=False)))
-    assert result.ok and result.usage.gate_evals <= budget.gate_evals
+    assert result.ok and result.usage.gate_evals <= per_candidate * 3 + 5
     assert peak["texts"] >= 3  # the base and at least two candidates on validation tasks at once
