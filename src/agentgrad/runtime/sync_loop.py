@@ -1,13 +1,13 @@
 """The synchronous runtime: rounds with a barrier, deterministic under a seed.
 
 Each round has four phases: every worker rolls out on its training task (concurrently), failed rollouts propose
-an edit (at most `Workers.propose` at once), the gate scores the candidates (at most `Workers.gate` at once; when the
-remaining gate budget could run out mid-round, in waves of as many as it surely covers, so that budget exhaustion
-never depends on timing), and one aggregator step commits. Which task a worker gets and which worker gets the last
-units of a budget are functions of (seed, round, worker), and calls are dispatched in a fixed order within each phase (so diff ids,
-the numbers of their propose calls, are too): a run with deterministic async user functions and a fake clock is
-reproducible bit for bit, event log included. (A synchronous user function runs in a worker thread; threads finish
-in no fixed order, which may reorder the log, though not the verdicts.)
+an edit (at most `Workers.propose` at once), the gate scores the candidates (at most `Workers.gate` at once; when
+the remaining gate budget could run out mid-round, in waves of as many as it surely covers, so that budget
+exhaustion never depends on timing), and one aggregator step commits. Which task a worker gets and which worker
+gets the last units of a budget are functions of (seed, round, worker), and calls are dispatched in a fixed order
+within each phase (so diff ids, the numbers of their propose calls, are too): a run with deterministic async user
+functions and a fake clock is reproducible bit for bit, event log included. (A synchronous user function runs in a
+worker thread; threads finish in no fixed order, which may reorder the log, though not the verdicts.)
 """
 
 from __future__ import annotations
