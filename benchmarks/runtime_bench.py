@@ -41,6 +41,8 @@ from agentgrad.testing.world import ReferenceWorld, WorldConfig
 OUT = Path(__file__).parent / "out"
 MEDIAN, SIGMA = 0.05, 1.5
 MEAN_LATENCY = MEDIAN * math.exp(SIGMA**2 / 2)
+COUNTS = ("reverified", "rechecks", "futile_stops", "tasks_carried", "in_flight_duplicates", "screened_out",
+          "rollout_workers_lowest", "decision_accepted", "decision_fused", "decision_rejected")
 
 
 def world(seed: int = 0) -> ReferenceWorld:
@@ -65,9 +67,9 @@ class Timeline:
             self.commits.append((time.perf_counter() - self.start, int(payload["version"])))
 
 
-def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIAN) -> dict[str, Any]:
-    """One evolve run for `seconds` of wall time with `slots` concurrent run calls."""
-    w = world()
+def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIAN, seed: int = 0) -> dict[str, Any]:
+    """One evolve run for `seconds` of wall time with `slots` concurrent run calls, on world `seed`."""
+    w = world(seed)
     agent = WorldAgent(w, median=median, sigma=SIGMA)
     # async: the pools hold more work than the slots (the slot semaphore bounds the calls), weighted to rollouts
     # as in `make demo`; sync: every worker rolls out, proposes and is gated each round
@@ -95,7 +97,8 @@ def run(slots: int, *, asynchronous: bool, seconds: float, median: float = MEDIA
             "aggregate_share": result.counts.get("aggregate_us", 0) / 1e6 / wall,
             "test_reward": w.score(result.artifact.text, "test"), "versions": len(result.history) - 1,
             "junk_rules": junk(w, result.artifact.text), "seconds_to_075": reached[0][0] if reached else None,
-            "gate_share": result.usage.gate_share}
+            "gate_share": result.usage.gate_share, "seed": seed,
+            "counts": {k: result.counts.get(k, 0) for k in COUNTS}}
 
 
 class GepaStyle:
@@ -179,6 +182,17 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def _medians(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Median seconds to 0.75 per mode (a run that never reached it counts as infinitely slow)."""
+    out: dict[str, float | None] = {}
+    for mode in sorted({str(r["mode"]) for r in rows}):
+        times = sorted(math.inf if r["seconds_to_075"] is None else float(r["seconds_to_075"])
+                       for r in rows if r["mode"] == mode)
+        middle = times[len(times) // 2]
+        out[mode] = None if math.isinf(middle) else round(middle, 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -186,11 +200,12 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [1, 4, 16, 64] if args.quick else [1, 4, 16, 64, 256]
     rows = [run(s, asynchronous=a, seconds=args.seconds) for s in sizes for a in (False, True)]
-    gepa = anyio.run(GepaStyle(world(), 16).loop, args.seconds * 2)
-    to_target = [run(16, asynchronous=a, seconds=args.seconds * 2) for a in (False, True)] + [gepa]
-    cpu = run(16, asynchronous=True, seconds=3.0, median=0.0)
+    seeds = range(1 if args.quick else 3)
+    to_target = [run(16, asynchronous=a, seconds=args.seconds * 2, seed=seed) for seed in seeds for a in (False, True)]
+    to_target += [anyio.run(GepaStyle(world(seed), 16).loop, args.seconds * 2) for seed in seeds]
+    cpu = [run(s, asynchronous=True, seconds=3.0, median=0.0) for s in (16, 256)]
     results = {"mean_latency_s": MEAN_LATENCY, "throughput": rows, "to_target_075_at_16_slots": to_target,
-               "instant_model": cpu}
+               "to_target_median_seconds": _medians(to_target), "instant_model": cpu}
     OUT.mkdir(exist_ok=True)
     (OUT / "runtime_bench.json").write_text(json.dumps(results, indent=2))
     plotted = plot(rows, OUT / "runtime_bench.png")

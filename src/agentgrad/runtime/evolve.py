@@ -203,6 +203,7 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
         except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
             error, baseline, learned = systemic(exc), None, None
     used = engine.meter.used
+    engine.counts.update(futile_stops=engine.gate.futile_stops, tasks_carried=engine.gate.tasks_carried)
     usage = RunUsage(int(used["rollouts"]), int(used["proposals"]), int(used["gate_evals"]),
                      engine.counts["test_evals"], int(used["tokens"]), used["cost"], used["wall_time"],
                      engine.cache.hits, engine.gate.tasks_skipped)
