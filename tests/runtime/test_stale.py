@@ -17,6 +17,7 @@ from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Proposed, Snapshot
 from agentgrad.runtime.stale import REPAIR_SUFFIX, can_repair, follow_ups, reanchor, recheck
+from agentgrad.runtime.stale import touched as stale_touched
 from agentgrad.strategies.base import make_diff
 from tests.runtime.helpers import WORLD, agent, build_engine, events
 
@@ -168,7 +169,7 @@ def test_a_held_candidate_is_rechecked_on_the_head_scoring_only_its_effect_and_w
             old = Evidence.paired(dict.fromkeys(val, 0.0), {t: float(t in val[:3]) for t in val}, base_version=0)
             _commit_with(engine, "tip: be concise", "c0",
                          Evidence.paired(dict.fromkeys(val[:6], 0.0), {t: float(t == val[5]) for t in val[:6]}))
-            touched = engine.touched(WORLD.artifact.id, 0, 1)
+            touched = stale_touched(engine, WORLD.artifact.id, 0, 1)
             held = Candidate(diff, old, recheck=True)
             candidate = await recheck(engine, held, Outcome.RECHECK)
             return touched, candidate, engine.counts["reverified"], engine.cache.misses
@@ -193,7 +194,7 @@ def test_a_commit_without_evidence_makes_the_recheck_a_full_evaluation(tmp_path:
             diff = _diff(base.text, base.version, "dates: use method 2", "p000001")
             old = Evidence.paired({engine.val[0]: 0.0}, {engine.val[0]: 1.0}, base_version=0)
             _commit(engine, "tip: be concise", "c0")  # no evidence, like a revert
-            touched = engine.touched(WORLD.artifact.id, 0, 1)
+            touched = stale_touched(engine, WORLD.artifact.id, 0, 1)
             await recheck(engine, Candidate(diff, old, recheck=True), Outcome.RECHECK)
             return touched, engine.counts["reverified"]
         finally:

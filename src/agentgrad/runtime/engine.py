@@ -80,7 +80,7 @@ class Engine(Recorder):
         self.first_run_error: str | None = None
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
-        self._touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed
+        self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
@@ -306,36 +306,6 @@ class Engine(Recorder):
                                             windowed=self.config.asynchronous)
         self.counts["gated"] += 1
         return Candidate(diff, evidence)
-
-    async def reverify(self, proposed: Proposed, old: Evidence) -> Candidate | None:
-        """Re-check, on the current head, a candidate that passed on an older one: only the tasks that carried its
-        effect and those the commits in between changed are scored again (`Gate.reverify`). Without usable old
-        evidence, or when a commit in between has none (a revert), the candidate is evaluated afresh."""
-        diff, base = proposed.diff, proposed.snapshot
-        touched = None if old.base_version is None or not old.rows else \
-            self.touched(diff.artifact_id, old.base_version, base.version)
-        if touched is None:
-            return await self.evaluate(proposed)
-        texts = (base.text, apply(diff, base.text))
-        evidence = await self.gate.reverify(diff.id, texts, base.version, old, touched,
-                                            delta=self.delta(base.version), windowed=self.config.asynchronous)
-        self.counts["reverified"] += 1
-        return Candidate(diff, evidence)
-
-    def touched(self, artifact_id: str, after: int, upto: int) -> frozenset[str] | None:
-        """The validation tasks whose score the commits of versions `after`+1 .. `upto` changed, by their own
-        evidence; None if one of them carries none (then nothing can be assumed)."""
-        tasks: set[str] = set()
-        for number in range(after + 1, upto + 1):
-            if number not in self._touched:
-                diff_id = self.store.version(artifact_id, number).diff_id
-                rows = self.store.evidence(diff_id).rows if diff_id is not None else ()
-                self._touched[number] = frozenset(r.task_id for r in rows if r.base != r.candidate) if rows else None
-            changed = self._touched[number]
-            if changed is None:
-                return None
-            tasks |= changed
-        return frozenset(tasks)
 
     def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str,
                        numbers: Mapping[str, float] | None = None) -> Decision:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.core.diff import Diff
+from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.rebase import rebase
 from agentgrad.optim.aggregator import StepResult
@@ -109,7 +109,39 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     engine.counts["rechecks"] += 1
     if outcome is Outcome.FULL_CHECK:
         return await engine.evaluate(proposed, full=True)
-    return await engine.reverify(proposed, candidate.evidence)
+    return await reverify(engine, proposed, candidate.evidence)
+
+
+async def reverify(engine: Engine, proposed: Proposed, old: Evidence) -> Candidate | None:
+    """Re-check, on the current head, a candidate that passed on an older one: only the tasks that carried its
+    effect and those the commits in between changed are scored again (`Gate.reverify`). Without usable old
+    evidence, or when a commit in between has none (a revert), the candidate is evaluated afresh."""
+    diff, base = proposed.diff, proposed.snapshot
+    changed = None if old.base_version is None or not old.rows else \
+        touched(engine, diff.artifact_id, old.base_version, base.version)
+    if changed is None:
+        return await engine.evaluate(proposed)
+    texts = (base.text, apply(diff, base.text))
+    evidence = await engine.gate.reverify(diff.id, texts, base.version, old, changed,
+                                          delta=engine.delta(base.version), windowed=engine.config.asynchronous)
+    engine.counts["reverified"] += 1
+    return Candidate(diff, evidence)
+
+
+def touched(engine: Engine, artifact_id: str, after: int, upto: int) -> frozenset[str] | None:
+    """The validation tasks whose score the commits of versions `after`+1 .. `upto` changed, by their own
+    evidence; None if one of them carries none (then nothing can be assumed). Remembered per version."""
+    tasks: set[str] = set()
+    for number in range(after + 1, upto + 1):
+        if number not in engine.touched:
+            diff_id = engine.store.version(artifact_id, number).diff_id
+            rows = engine.store.evidence(diff_id).rows if diff_id is not None else ()
+            engine.touched[number] = frozenset(r.task_id for r in rows if r.base != r.candidate) if rows else None
+        changed = engine.touched[number]
+        if changed is None:
+            return None
+        tasks |= changed
+    return frozenset(tasks)
 
 
 def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidate]) -> list[tuple[Candidate, Outcome]]:
