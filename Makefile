@@ -1,4 +1,6 @@
-# agentgrad: `make demo` runs the optimizer on the reference world; `make test` runs lint, types and tests.
+# agentgrad: `make demo` runs the optimizer on the reference world (async throughput against its limit), then evolves
+# a real model's skill (the embedded local model with no key; a hosted one if OPENAI_*/ANTHROPIC_* is set);
+# `make test` runs lint, types and tests.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,6 +17,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python examples/world_demo.py
+	$(BIN)/python examples/skill_demo.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

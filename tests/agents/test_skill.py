@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from agentgrad.agents.skill import default_model, evolve_skill, resolve_model, scoring
+from agentgrad.agents.edits import RULE_SCHEMA
+from agentgrad.agents.skill import _concurrency, default_model, evolve_skill, make_agent, resolve_model, scoring
 from agentgrad.data.task import Task
 from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Completion, Message, Usage
 from agentgrad.providers.callable import CallableProvider
 from agentgrad.providers.middleware.base import layers
 from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.config import Workers
 
 RULE = "Reply with exactly one lowercase word: positive or negative."
 ROWS = [{"question": f"review {i}: {'great' if i % 2 else 'awful'} product", "answer":
@@ -76,3 +78,44 @@ def test_named_models_are_priced_limited_and_retried(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     kinds = [type(layer).__name__ for layer in layers(resolve_model("openai:gpt-4o-mini", concurrency=3))]
     assert kinds == ["Retry", "ConcurrencyLimit", "Accounting", "OpenAICompatible"]
+
+
+def small(messages: Sequence[Message], **params: Any) -> str:
+    """Like `obedient`, but proposes through the one-rule scaffold."""
+    if messages[0].content.startswith("You write instructions"):
+        return json.dumps({"rule": RULE})
+    return obedient(messages, **params)
+
+
+def test_a_local_model_proposes_through_the_one_rule_scaffold_seeded_and_constrained() -> None:
+    agent = make_agent(CallableProvider(small), local=True, seed=3)
+    assert (agent.style, agent.seed, agent.reflect_params["json_schema"]) == ("rule", 3, RULE_SCHEMA)
+    hosted = make_agent(CallableProvider(small), local=False)
+    assert (hosted.style, hosted.seed) == ("edits", None) and "json_schema" not in hosted.reflect_params
+
+
+def test_evolve_skill_with_the_rule_proposer_learns_the_rule(tmp_path: Path) -> None:
+    result = evolve_skill(ROWS, model=CallableProvider(small), score="exact", budget=Budget(rollouts=12),
+                          store=tmp_path / "run", workers=2, asynchronous=False, proposer="rule")
+    assert result.ok, result.error
+    assert result.artifact.text.strip() == f"- {RULE}"
+    assert result.baseline_test_reward == 0.0 and result.test_reward == 1.0
+
+
+def test_a_named_model_gets_as_many_parallel_calls_as_the_workers_make() -> None:
+    assert _concurrency({"workers": Workers(rollout=2, propose=2, gate=1, slots=3)}) == 5
+    assert _concurrency({"workers": 40}) == 16
+    assert _concurrency({}) == Workers().run_slots + Workers().propose
+
+
+def test_a_provider_passed_in_is_left_open(tmp_path: Path) -> None:
+    class Closable(CallableProvider):
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    provider = Closable(obedient)
+    evolve_skill(ROWS, model=provider, score="exact", budget=Budget(rollouts=4), store=tmp_path / "run",
+                 workers=1, asynchronous=False)
+    assert not provider.closed

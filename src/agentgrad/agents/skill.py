@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import anyio
 
+from agentgrad.agents.edits import RULE_SCHEMA
 from agentgrad.agents.llm import LLMAgent
 from agentgrad.core.artifact import Artifact, Kind
 from agentgrad.data.scorers import Scorer, get_scorer
@@ -18,6 +19,7 @@ from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Provider
 from agentgrad.providers.middleware import Accounting, ConcurrencyLimit, Meter, Retry, wrap
 from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.config import Workers
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.result import Result
 from agentgrad.strategies.rules import AppendRules
@@ -81,27 +83,60 @@ async def _close(provider: Any) -> None:
             return
 
 
+def _concurrency(options: Mapping[str, Any]) -> int:
+    """How many model calls a run may have in flight: its run slots plus its proposers (at most 16)."""
+    given = options.get("workers")
+    config = options.get("config")
+    workers = Workers.of(given) if given is not None else config.workers if config is not None else Workers()
+    return max(1, min(16, workers.run_slots + workers.propose))
+
+
+def _is_local(model: str | Provider) -> bool:
+    from agentgrad.providers.local import LocalModel  # no xllamacpp import: that happens in local()
+    return str(model).startswith("local") if isinstance(model, str) else isinstance(model, LocalModel)
+
+
+def make_agent(provider: Provider, *, local: bool, proposer: str | None = None, seed: int = 0,
+               params: Mapping[str, Any] | None = None) -> LLMAgent:
+    """The `LLMAgent` `evolve_skill` uses: solving at temperature 0, proposals sampled at temperature 0.7.
+
+    `proposer` is the style ("rule" or "edits"; default "rule" for a local model, "edits" for a hosted one). Local
+    models get the one-rule scaffold with the reply held to `RULE_SCHEMA` by llama.cpp's grammar, 64 tokens at most,
+    and proposal call i seeded with ``seed + i``.
+    """
+    style = proposer or ("rule" if local else "edits")
+    reflect: dict[str, Any] = {"temperature": 0.7, "max_tokens": 64 if style == "rule" else 300}
+    if local and style == "rule":
+        reflect["json_schema"] = RULE_SCHEMA
+    return LLMAgent(provider, params=dict(params or {"temperature": 0.0, "max_tokens": 64}), reflect_params=reflect,
+                    style=style, seed=seed if local else None)
+
+
 def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: str | Provider | None = None,
                  prompt: str = "question", gold: str = "answer", score: str | Scorer = "exact", skill: str = "",
                  budget: Budget | None = None, seed: int = 0, params: Mapping[str, Any] | None = None,
-                 **options: Any) -> Result:
+                 proposer: str | None = None, **options: Any) -> Result:
     """Evolve a skill for `model` on `rows`: each row's `prompt` field is the question, `gold` the answer.
 
     Scores with `score` ("exact", "normalized_exact", "contains", "numeric", "f1" or a function), splits the
     rows into train / validation / test, and passes `options` (workers, asynchronous, store, callbacks, ...)
-    to `evolve()`. `params` go to every solving call (default: temperature 0, max_tokens 64).
+    to `evolve()`. `params` go to every solving call (default: temperature 0, max_tokens 64). `proposer` picks
+    how proposals are asked for (see `make_agent`). A model named by a string is started (local) or connected
+    with as many parallel calls as the run's workers make at once, and closed at the end.
     """
     given = list(rows)
     tasks = [r for r in given if isinstance(r, Task)]
     if len(tasks) != len(given):
         tasks = tasks_from_rows(cast(list[Mapping[str, Any]], given), prompt=prompt, gold=gold)
-    provider = resolve_model(model or default_model())
-    small = isinstance(model or default_model(), str) and str(model or default_model()).startswith("local")
-    agent = LLMAgent(provider, params=dict(params or {"temperature": 0.0, "max_tokens": 64}),
-                     reflect_params={"temperature": 0.7, "max_tokens": 60 if small else 300}, structured=not small)
+    chosen = model or default_model()
+    provider = resolve_model(chosen, concurrency=_concurrency(options))
+    agent = make_agent(provider, local=_is_local(chosen), proposer=proposer, seed=seed, params=params)
+    splits = split(tasks, seed=seed)
+    agent.remember(task.expected for task in splits.train[:agent.shown])
     try:
-        return evolve(split(tasks, seed=seed), scoring(score), agent=agent, strategy=AppendRules(),
+        return evolve(splits, scoring(score), agent=agent, strategy=AppendRules(),
                       artifact=Artifact("skill", Kind.SKILL, skill), budget=budget or Budget(rollouts=60),
                       seed=seed, **options)
     finally:
-        anyio.run(_close, provider)
+        if isinstance(chosen, str):
+            anyio.run(_close, provider)
