@@ -63,6 +63,8 @@ class Progress:
             print(f"{self.stamp()}   {payload['diff_id']} {mark} [{payload['stage']}]: {payload['reason'][:110]}")
         elif kind == "commit":
             print(f"{self.stamp()}   => skill version {payload['version']} committed ({payload['diff']})")
+        elif kind == "held_out":
+            print(f"{self.stamp()} scoring the starting and the learned skill on {payload['tasks']} held-out tasks")
         elif kind == "finished":
             print(f"{self.stamp()} run finished; calls by stage: {self.calls}")
 

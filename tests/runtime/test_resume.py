@@ -157,7 +157,7 @@ def _trial(store: Path, mode: str, seed: int) -> int:
         proc = _spawn(store, mode, seed)
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.0, 1.0))
+        time.sleep(rng.uniform(0.0, 0.6))  # a short run (group commit made it faster): die early enough
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
@@ -170,6 +170,6 @@ def test_kill_9_at_random_points_loses_and_duplicates_no_commit(tmp_path: Path) 
     trials = [(tmp_path / f"run{i}", "async" if i % 2 else "sync", 100 + i) for i in range(6)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         kills = list(pool.map(lambda t: _trial(*t), trials))
-    assert sum(kills) >= len(trials)  # most sessions really died mid-run
+    assert sum(kills) >= len(trials), kills  # most sessions really died mid-run
     for store, _, _ in trials:
         assert _check_run_directory(store), f"{store}: nothing was committed"

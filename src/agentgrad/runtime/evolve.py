@@ -198,6 +198,8 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
     baseline = learned = None
     if error is None:
         try:
+            if test_ids:
+                engine.tell("held_out", {"tasks": len(test_ids), "texts": 2})
             baseline = await held_out(engine, artifact.text, test_ids)
             learned = await held_out(engine, final.text, test_ids)
         except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
