@@ -13,6 +13,7 @@ from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.engine import Engine, UserFunctions
 from agentgrad.runtime.evolve import _aggregator, _open_run, evolve
 from agentgrad.runtime.result import Result
+from agentgrad.runtime.resume import ReplayReport, replay
 from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
@@ -89,3 +90,13 @@ def build_engine(store: Path, bot: WorldAgent, *, config: RunConfig | None = Non
                   train=[t.id for t in splits.train], val=[t.id for t in splits.val], artifact=WORLD.artifact,
                   strategy=WORLD.strategy, user=user, config=config, budget=budget, store=lib, events=log,
                   aggregator=_aggregator(config, WORLD.strategy), clock=time.monotonic)
+
+
+def replay_store(store: Path) -> ReplayReport:
+    """Replay the run in `store` with the default optimizer on `WORLD`."""
+    log, lib = EventLog(store), SQLiteStore(store, git=False)
+    try:
+        return replay(log, lib, _aggregator(RunConfig(), WORLD.strategy), WORLD.artifact)
+    finally:
+        log.close()
+        lib.close()

@@ -16,31 +16,19 @@ from agentgrad.data.task import Task
 from agentgrad.errors import RewardError, RunFailedError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.evolve import _aggregator
 from agentgrad.runtime.gate import GateConfig
 from agentgrad.runtime.result import Result
-from agentgrad.runtime.resume import ReplayReport, replay
-from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
-from tests.runtime.helpers import WORLD, agent, check_commits, dispatched, events, run
+from tests.runtime.helpers import WORLD, agent, check_commits, dispatched, events, replay_store, run
 
 STALE_BUDGET = Budget(rollouts=64, proposals=40, gate_evals=600)
-
-
-def _replay(store: Path) -> ReplayReport:
-    log, lib = EventLog(store), SQLiteStore(store, git=False)
-    try:
-        return replay(log, lib, _aggregator(RunConfig(), WORLD.strategy), WORLD.artifact)
-    finally:
-        log.close()
-        lib.close()
 
 
 def test_an_async_run_replays_from_its_event_log_with_identical_verdicts(tmp_path: Path) -> None:
     result = run(tmp_path, agent(median=0.001))
     assert result.ok, result.error
-    report = _replay(tmp_path)
+    report = replay_store(tmp_path)
     assert report.identical, report.mismatches
     assert report.steps == len(events(tmp_path, ["step"])) > 1
     assert report.verdicts == len([p for _, p in events(tmp_path, ["decision"]) if "step" in p])
@@ -58,7 +46,7 @@ def test_replay_notices_a_log_that_does_not_match_the_run(tmp_path: Path) -> Non
     conn.execute("UPDATE events SET payload = ? WHERE seq = ?", (json.dumps(payload), row[0]))
     conn.commit()
     conn.close()
-    assert not _replay(tmp_path).identical
+    assert not replay_store(tmp_path).identical
 
 
 def test_the_users_run_never_sees_more_concurrency_than_its_slots(tmp_path: Path) -> None:

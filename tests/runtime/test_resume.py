@@ -18,12 +18,10 @@ from agentgrad.core.decision import Outcome
 from agentgrad.errors import ConfigError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
-from agentgrad.runtime.evolve import _aggregator, evolve
-from agentgrad.runtime.resume import ReplayReport, replay
-from agentgrad.store.events import EventLog
+from agentgrad.runtime.evolve import evolve
 from agentgrad.store.sqlite import SQLiteStore
 from tests.runtime import killable_run
-from tests.runtime.helpers import WORLD, agent, check_commits, dispatched, events, run
+from tests.runtime.helpers import WORLD, agent, check_commits, dispatched, events, replay_store, run
 
 HELPER = Path(killable_run.__file__)
 SMALL = Budget(rollouts=12, proposals=6, gate_evals=120)
@@ -100,15 +98,6 @@ def _check_run_directory(store: Path) -> list[str]:
     report = replay_store(store)
     assert report.identical, report.mismatches
     return committed
-
-
-def replay_store(store: Path) -> ReplayReport:
-    log, lib = EventLog(store), SQLiteStore(store, git=False)
-    try:
-        return replay(log, lib, _aggregator(RunConfig(), WORLD.strategy), WORLD.artifact)
-    finally:
-        log.close()
-        lib.close()
 
 
 @pytest.mark.parametrize(("mode", "point"), [("sync", "step:1"), ("async", "step:2"), ("sync", "step_done:1"),

@@ -195,7 +195,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
     work = WorkQueue[Work](max(1, w.gate) * 2, producers=w.propose + 1)  # the proposers and the aggregator
     cand_send, cand_recv = anyio.create_memory_object_stream[Candidate](engine.config.max_batch)
     feedback = _Feedback(work)
-    throttle = engine.throttle = Throttle(w.rollout, enabled=w.adaptive)
+    throttle = Throttle(w.rollout, enabled=w.adaptive)
     pools: list[Any] = []
     with anyio.move_on_after(max(0.0, engine.time_left())):
         # The original stream ends close as soon as the clones are handed out; the group then waits for its tasks.

@@ -28,7 +28,6 @@ from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
-from agentgrad.runtime.throttle import Throttle
 from agentgrad.store.commit import commit_step
 from agentgrad.store.events import EventLog
 from agentgrad.store.promotion import Promotion
@@ -71,7 +70,6 @@ class Engine(Recorder):
         self.estimator = DurationEstimator()
         self.promotion = Promotion(max(1, config.promote_every))
         self.promotion_due = False
-        self.throttle: Throttle | None = None  # the asynchronous runtime's adaptive rollout concurrency
         self._epoch: tuple[int, list[str]] = (-1, [])
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
@@ -271,8 +269,10 @@ class Engine(Recorder):
     def drop_open(self, diff_id: str) -> None:
         """A diff got its final verdict: it is no longer open."""
         diff = self.open.pop(diff_id, None)
-        if diff is not None and self._open_prints.get(fingerprint(diff)) == diff_id:
-            del self._open_prints[fingerprint(diff)]
+        if diff is not None:
+            printed = fingerprint(diff)
+            if self._open_prints.get(printed) == diff_id:
+                del self._open_prints[printed]
 
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.counts[counter] += 1
