@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -235,3 +235,39 @@ def test_stale_ref_locks_left_by_a_killed_sync_do_not_break_the_next_session(tmp
     assert not lock.exists()
     with SQLiteStore(run) as store:
         assert store.git_lag() == 0
+
+
+def _two_sessions(run: Path, before_second: Callable[[], None] = lambda: None) -> None:
+    """Session one adds an artifact; session two commits one diff (both with a fresh deterministic clock)."""
+    with SQLiteStore(run, clock=Tick()) as store:
+        store.add_artifact(Artifact("skills/a", Kind.SKILL, "x"))
+    before_second()
+    with SQLiteStore(run, clock=Tick()) as store:
+        diff = Diff("skills/a", 0, (Op.replace("text", "x", "y"),))
+        store.commit(diff, Evidence.paired({"t": 0.0}, {"t": 1.0}),
+                     Decision(diff.id, "skills/a", Outcome.ACCEPTED, "accept", "ok", {}))
+
+
+def test_a_pack_half_landed_by_a_killed_sync_is_rewritten_by_the_next_session(tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    _two_sessions(reference)
+    pack_dir = reference / "library.git" / "objects" / "pack"
+    first = {p.stem for p in pack_dir.glob("*.pack")}
+    run = tmp_path / "run"
+
+    def killed_while_indexing() -> None:
+        """What kill -9 leaves after the pack is renamed in and before its index lands: the pack, the index lock."""
+        target = run / "library.git" / "objects" / "pack"
+        for name in first - {p.stem for p in target.glob("*.pack")}:
+            shutil.copy(pack_dir / f"{name}.pack", target / f"{name}.pack")
+            (target / f"{name}.idx.lock").write_bytes(b"")
+        (target / "tmpk1ll3d.pack").write_bytes(b"PACK")
+
+    _two_sessions(run, killed_while_indexing)
+    assert not list((run / "library.git" / "objects" / "pack").glob("*.lock"))
+    with SQLiteStore(run) as store:
+        assert store.git_lag() == 0
+    assert [title(c) for c in log(run / "library.git")] == [title(c) for c in log(reference / "library.git")]
+    fsck = subprocess.run(["git", "--git-dir", str(run / "library.git"), "fsck", "--strict"], capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0, fsck.stderr

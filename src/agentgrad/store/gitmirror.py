@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from dulwich.objects import Blob, Commit, ShaFile, Tree
 from dulwich.repo import Repo
+from filelock import FileLock
 
 from agentgrad.core.decision import Decision
 from agentgrad.core.diff import Diff
@@ -30,6 +31,7 @@ FILE_MODE = 0o100644
 DIR_MODE = 0o040000
 COMMITTER = b"agentgrad <agentgrad@localhost>"
 BRANCHES = ("dev", "stable")
+WRITER_TIMEOUT = 120.0  # seconds to wait for another process's git write before raising filelock.Timeout
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,16 @@ def _commit(tree: ObjectID, parent: str | None, message: str, time: int, author:
     return commit
 
 
+def _clear_stale_locks(path: Path) -> None:
+    """Remove what a killed writer leaves: ref and index lock files, temporary packs, packs without an index."""
+    packs = path / "objects" / "pack"
+    stale = [*(path / "refs").rglob("*.lock"), *packs.glob("*.lock"), *(path / "objects").glob("tmp_pack_*"),
+             *(pack for pack in packs.glob("*.pack") if not pack.with_suffix(".idx").exists())]
+    packed = path / "packed-refs.lock"
+    for leftover in [*stale, packed] if packed.exists() else stale:
+        leftover.unlink()
+
+
 class GitMirror:
     """A bare git repository at `path` (created if missing) with branches `dev` and `stable`.
 
@@ -136,16 +148,16 @@ class GitMirror:
         """Open the mirror at `path`, creating it if needed. Call it under the store's write lock.
 
         Creation is atomic (built beside the target, then renamed), so a process killed while creating it leaves
-        no half-made repository; ref lock files left by a process killed while moving a branch are removed.
+        no half-made repository. Every write holds an OS file lock beside the repository (released by the OS when
+        a process dies), so lock and temporary files found while holding it were left by a killed writer: they are
+        removed (a pack without its index is invisible to git and is rewritten by the next sync).
         """
         self.path = path
-        if not (path / "HEAD").exists():
-            self._create(path)
-        for lock in (path / "refs").rglob("*.lock"):
-            lock.unlink()
-        packed = path / "packed-refs.lock"
-        if packed.exists():
-            packed.unlink()
+        self._guard = FileLock(path.with_name(f"{path.name}.writer.lock"), timeout=WRITER_TIMEOUT)
+        with self._guard:
+            if not (path / "HEAD").exists():
+                self._create(path)
+            _clear_stale_locks(path)
         self._repo = Repo(str(path))
 
     @staticmethod
@@ -203,13 +215,17 @@ class GitMirror:
         store = self._repo.object_store
         missing = [(obj, None) for sha, obj in objects.items() if sha not in store]
         if missing:
-            store.add_objects(missing)
+            with self._guard:
+                _clear_stale_locks(self.path)
+                store.add_objects(missing)
 
     def set_branch(self, branch: str, sha: str) -> None:
         """Point `refs/heads/<branch>` at the commit `sha`."""
         if branch not in BRANCHES:
             raise InvalidIdError(f"unknown branch {branch!r}; expected one of {BRANCHES}")
-        self._repo.refs[cast("Ref", f"refs/heads/{branch}".encode())] = cast("ObjectID", sha.encode())
+        with self._guard:
+            _clear_stale_locks(self.path)
+            self._repo.refs[cast("Ref", f"refs/heads/{branch}".encode())] = cast("ObjectID", sha.encode())
 
     def branch(self, branch: str) -> str | None:
         """The hex sha `refs/heads/<branch>` points at, or None if the branch does not exist yet."""
