@@ -71,5 +71,9 @@ class RunFailedError(AgentgradError):
     """Every call to the user's `run` failed: the run stops instead of reporting a silent zero-reward success."""
 
 
+class BudgetOvershotError(AgentgradError):
+    """A call spent more tokens or cost than the per-call bound reserved for it, past the budget's limit."""
+
+
 class BudgetExhaustedError(AgentgradError):
     """A budget ran out before the run could do anything useful (e.g. not one proposal was evaluated)."""

@@ -71,7 +71,8 @@ def test_every_model_call_of_the_run_is_charged_including_reflection(tmp_path: P
     assert result.ok, result.error
     usage = result.usage
     assert usage.proposals > 0
-    assert usage.tokens == 6 * (usage.rollouts + usage.gate_evals + usage.proposals)
+    assert usage.test_evals > 0  # held-out calls spend tokens too, and are charged
+    assert usage.tokens == 6 * (usage.rollouts + usage.gate_evals + usage.proposals + usage.test_evals)
 
 
 def test_named_models_are_priced_limited_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrad.errors import ConfigError, StateDictError
+from agentgrad.errors import BudgetOvershotError, ConfigError, StateDictError
 from agentgrad.runtime.budget import KINDS, Budget, Meter
 
 
@@ -138,3 +138,85 @@ def test_used_plus_reserved_never_exceeds_a_limit(limit: int, token_limit: int,
                 meter.release(amounts)
         for kind in ("gate_evals", "tokens"):
             assert meter.used[kind] + meter.reserved[kind] <= budget.limit(kind) + 1e-9
+
+
+def test_a_call_above_its_bound_raises_the_bound_for_later_reservations() -> None:
+    meter = Meter(Budget(rollouts=10, tokens=1000, tokens_per_call=100))
+    first = meter.per_call("rollouts")
+    assert first == {"rollouts": 1.0, "tokens": 100.0}
+    meter.reserve(first)
+    meter.settle(first, {"rollouts": 1, "tokens": 250})  # over its bound, within the budget: no error
+    assert meter.over_bound == 1
+    assert meter.per_call("rollouts")["tokens"] == 250.0
+    assert meter.remaining("tokens") == 750.0
+
+
+def test_an_excess_that_passes_the_limit_is_a_loud_overshoot() -> None:
+    meter = Meter(Budget(cost=1.0, cost_per_call=0.5))
+    a, b = meter.per_call("rollouts"), meter.per_call("rollouts")
+    assert meter.reserve(a) and meter.reserve(b)
+    meter.settle(a, {"rollouts": 1, "cost": 0.5})
+    with pytest.raises(BudgetOvershotError, match=r"cost_per_call"):
+        meter.settle(b, {"rollouts": 1, "cost": 0.75})
+    assert meter.used["cost"] == 1.25  # the spend is recorded, not hidden
+
+
+def test_an_unlimited_kind_has_no_bound_to_break() -> None:
+    meter = Meter(Budget(rollouts=2, tokens_per_call=10))
+    amounts = meter.per_call("rollouts")
+    assert amounts == {"rollouts": 1.0}
+    meter.reserve(amounts)
+    meter.settle(amounts, {"rollouts": 1, "tokens": 10_000})
+    assert meter.over_bound == 0 and meter.used["tokens"] == 10_000
+
+
+def test_held_room_is_kept_from_reservations_until_it_is_given_back() -> None:
+    meter = Meter(Budget(rollouts=100, tokens=1000, tokens_per_call=100))
+    assert meter.hold(4)  # 400 tokens set aside
+    assert meter.remaining("tokens") == 600.0
+    taken = [meter.per_call("rollouts") for _ in range(6)]
+    assert all(meter.reserve(a) for a in taken)
+    assert not meter.reserve(meter.per_call("rollouts"))
+    assert meter.unhold(4) == {"tokens": 100.0}  # the bound: the room covers all four
+    assert meter.reserve(meter.per_call(None))  # a held-out call draws on tokens only
+    assert meter.reserved["rollouts"] == 6.0
+
+
+def test_a_hold_that_does_not_fit_holds_nothing() -> None:
+    meter = Meter(Budget(tokens=300, tokens_per_call=100))
+    assert not meter.hold(4)
+    assert meter.held_calls == 0 and meter.remaining("tokens") == 300.0
+
+
+def test_a_grown_bound_grows_the_held_room_too() -> None:
+    meter = Meter(Budget(rollouts=100, tokens=1000, tokens_per_call=100))
+    meter.hold(2)
+    amounts = meter.per_call("rollouts")
+    meter.reserve(amounts)
+    meter.settle(amounts, {"rollouts": 1, "tokens": 300})
+    assert meter.remaining("tokens") == 1000 - 300 - 2 * 300
+
+
+def test_the_bound_round_trips_and_never_falls_below_the_budgets() -> None:
+    meter = Meter(Budget(tokens=1000, tokens_per_call=100))
+    amounts = meter.per_call("rollouts")
+    meter.reserve(amounts)
+    meter.settle(amounts, {"rollouts": 1, "tokens": 180})
+    other = Meter(Budget(tokens=1000, tokens_per_call=100))
+    other.load_state_dict(meter.state_dict())
+    assert other.bound["tokens"] == 180.0
+    other.load_state_dict({"used": meter.state_dict()["used"], "bound": {"tokens": 1.0, "cost": 0.0}})
+    assert other.bound["tokens"] == 100.0
+    with pytest.raises(StateDictError, match="bound"):
+        other.load_state_dict({"used": meter.state_dict()["used"], "bound": {"tokens": -1, "cost": 0.0}})
+
+
+def test_a_room_left_short_by_a_broken_bound_is_split_evenly() -> None:
+    meter = Meter(Budget(tokens=1000, tokens_per_call=100))
+    assert meter.hold(4)
+    taken = [meter.per_call("rollouts") for _ in range(6)]
+    for amounts in taken:
+        meter.reserve(amounts)
+    for amounts in taken:
+        meter.settle(amounts, {"rollouts": 1, "tokens": 110})  # each 10 over: the bound grows to 110
+    assert meter.unhold(4) == {"tokens": pytest.approx((1000 - 660) / 4)}

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgrad.data.task import Task
+from agentgrad.errors import BudgetOvershotError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Workers
 from agentgrad.runtime.resume import used_from_events
 from agentgrad.store.events import EventLog
+from agentgrad.testing.agents import WorldAgent
 from tests.runtime.helpers import agent, dispatched, events, run
 
 _COUNT_KINDS = ("rollouts", "proposals", "gate_evals")
@@ -107,3 +111,50 @@ def test_a_wall_time_budget_stops_the_run_and_settles_every_call(tmp_path: Path)
     assert len(done) == sum(logged.values())
     cancelled = [p for p in done if p["error"] == "cancelled"]
     assert all(p["actual"][p["kind"]] == 1.0 for p in cancelled)  # a cancelled call is charged
+
+
+def _metered(bot: WorldAgent, tokens: int, cost: float) -> Callable[[str, Task], Awaitable[_Answer]]:
+    async def metered_run(rendered: str, task: Task) -> _Answer:
+        return _Answer(await bot.run(rendered, task), _Usage(tokens, cost))
+    return metered_run
+
+
+def _logged_spend(store: Path) -> tuple[float, int]:
+    """The cost the event log's finished calls report, and how many of them were held-out calls."""
+    done = [p for _, p in events(store, ["done"])]
+    return sum(float(p["actual"].get("cost", 0.0)) for p in done), sum(p["kind"] == "test_evals" for p in done)
+
+
+def test_held_out_calls_are_charged_to_the_cost_budget_which_sets_them_aside(tmp_path: Path) -> None:
+    bot = agent(median=0.0005, sigma=1.0)
+    budget = Budget(cost=6.0, cost_per_call=0.05)  # 40 test tasks x 2 texts x 0.05 = 4.0 set aside
+    result = run(tmp_path, bot, run=_metered(bot, 90, 0.04), budget=budget, asynchronous=True)
+    assert result.ok, result.error
+    assert result.test_reward is not None and result.usage.test_evals in (40, 80)
+    spent, held_out_calls = _logged_spend(tmp_path)
+    assert held_out_calls == result.usage.test_evals
+    assert result.usage.cost == pytest.approx(spent) and spent <= 6.0 + 1e-9
+    assert spent >= 0.04 * result.usage.test_evals  # the held-out spend is in the total
+
+
+def test_a_budget_too_small_for_the_held_out_evaluation_says_it_was_not_measured(tmp_path: Path) -> None:
+    bot = agent(median=0.0005, sigma=1.0)
+    result = run(tmp_path, bot, run=_metered(bot, 90, 0.04), budget=Budget(cost=2.0, cost_per_call=0.05))
+    assert result.ok, result.error
+    assert result.test_reward is None and result.usage.test_evals == 0
+    assert "could not cover the held-out evaluation" in result.protocol
+    assert result.usage.cost <= 2.0 + 1e-9
+
+
+def test_calls_over_their_bound_raise_it_and_an_overshoot_fails_the_run_loudly(tmp_path: Path) -> None:
+    bot = agent(median=0.0005, sigma=1.0)
+    fine = run(tmp_path / "fine", bot, run=_metered(bot, 150, 0.0), budget=Budget(tokens=10**6, tokens_per_call=100))
+    assert fine.ok, fine.error
+    # only calls reserved before the first one raised the bound to 150 went over it
+    assert 1 <= fine.counts["over_bound_calls"] <= 8 < fine.usage.rollouts + fine.usage.gate_evals
+    bot = agent(median=0.0005, sigma=1.0)
+    over = run(tmp_path / "over", bot, run=_metered(bot, 500, 0.0), budget=Budget(tokens=20_000, tokens_per_call=100),
+               workers=Workers(rollout=8, propose=2, gate=2, slots=8))
+    assert not over.ok and isinstance(over.error, BudgetOvershotError)
+    assert "tokens_per_call" in str(over.error) and "FAILED" in over.summary()
+    assert over.usage.tokens > 20_000  # the overshoot is reported, not hidden

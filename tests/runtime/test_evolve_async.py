@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from agentgrad.core.decision import Outcome
 from agentgrad.data.task import Task
@@ -172,3 +173,21 @@ def test_async_runs_stop_on_a_reward_outside_0_1_naming_the_task(tmp_path: Path)
     assert isinstance(result.error, RewardError)
     assert any(task_id in str(result.error) for task_id in WORLD.val)
     assert [k for k, _ in events(tmp_path, ["failed"])] == ["failed"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_outage_after_a_good_start_stops_the_run_with_a_clear_error(tmp_path: Path, asynchronous: bool) -> None:
+    bot = agent()
+    calls = {"n": 0}
+
+    async def flaky(rendered: str, task: Task) -> str:
+        calls["n"] += 1
+        if calls["n"] > 40:
+            raise ConnectionError("model server went away")
+        return await bot.run(rendered, task)
+
+    result = run(tmp_path, bot, run=flaky, asynchronous=asynchronous,
+                 budget=Budget(rollouts=400, proposals=200, gate_evals=4000))
+    assert isinstance(result.error, RunFailedError)
+    assert "all failed, after" in str(result.error) and "model server went away" in str(result.error)
+    assert result.counts["run_errors"] >= 32 and result.usage.rollouts < 400

@@ -65,7 +65,7 @@ def test_every_call_is_logged_durably_before_the_user_function_starts(tmp_path: 
     reader = EventLog(tmp_path)  # another connection: it sees only what was committed
     started = {"calls": 0, "short": 0}
 
-    held_out = {t.id for t in bot.splits().test}  # scored after the run, outside the budget: not dispatched
+    held_out = {t.id for t in bot.splits().test}  # scored after the loop (dispatched too, not counted here)
 
     async def spy(rendered: str, task: Task) -> str:
         if task.id not in held_out:
@@ -95,3 +95,24 @@ def test_deferred_events_keep_their_order_and_are_written_by_the_next_write(tmp_
     log.close()  # closing writes what waits
     assert other.count("dispatch") == 2
     other.close()
+
+
+def test_the_elapsed_time_is_noted_in_the_log_while_the_loop_runs(tmp_path: Path) -> None:
+    import anyio
+
+    from agentgrad.testing.clock import FakeClock
+
+    log, clock = EventLog(tmp_path), FakeClock()
+    recorder = Recorder(log, clock.now, [])
+    recorder.wall_every = 0.01
+    recorder.wall_before = 2.0
+
+    async def main() -> None:
+        async with recorder.group_commit():
+            await anyio.sleep(0.02)  # the flusher is waiting
+            clock.advance(5.0)
+            await anyio.sleep(0.05)  # it wakes by itself, with nothing to write
+
+    anyio.run(main)
+    assert log.get("wall") == {"wall_time": 7.0}
+    log.close()

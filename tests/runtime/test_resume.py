@@ -162,3 +162,25 @@ def test_kill_9_at_random_points_loses_and_duplicates_no_commit(tmp_path: Path) 
     assert sum(kills) >= len(trials), kills  # most sessions really died mid-run
     for store, _, _ in trials:
         assert _check_run_directory(store), f"{store}: nothing was committed"
+
+
+def test_wall_time_noted_after_the_last_checkpoint_is_counted_on_resume(tmp_path: Path) -> None:
+    from agentgrad.store.events import EventLog
+
+    first = run(tmp_path, agent(), budget=SMALL, asynchronous=False)
+    log = EventLog(tmp_path)
+    log.put("wall", {"wall_time": first.usage.wall_time + 50.0})  # what a process killed 50 s later leaves
+    log.close()
+    second = run(tmp_path, agent(), budget=Budget(rollouts=48, proposals=24, gate_evals=480, wall_time=40.0),
+                 asynchronous=False)
+    assert second.ok, second.error
+    assert second.usage.wall_time >= first.usage.wall_time + 50.0
+    assert second.usage.rollouts == first.usage.rollouts  # the wall-time budget was already spent
+
+
+def test_every_rollout_and_its_reward_is_in_the_log(tmp_path: Path) -> None:
+    result = run(tmp_path, agent(), budget=SMALL, asynchronous=True)
+    rows = [p for _, p in events(tmp_path, ["rollout"])]
+    assert len(rows) == result.usage.rollouts > 0
+    assert all(0.0 <= p["reward"] <= 1.0 and p["task"] in {t.id for t in agent().splits().train} for p in rows)
+    assert {p["reward"] for p in rows} <= {0.0, 1.0} and any(p["reward"] == 0.0 for p in rows)

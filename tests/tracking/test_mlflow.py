@@ -65,7 +65,7 @@ def test_a_run_logs_its_params_a_growing_call_series_its_verdicts_and_the_final_
     steps = [step for step, _ in series]
     assert len(series) >= 3 and steps == sorted(set(steps)) and all(step == value for step, value in series)
     used = result.usage
-    assert series[-1][1] == used.rollouts + used.proposals + used.gate_evals
+    assert series[-1][1] == used.rollouts + used.proposals + used.gate_evals + used.test_evals
     assert final(tracker, "calls/rollouts") == used.rollouts
     accepted = sum(d.outcome is Outcome.ACCEPTED for d in result.decisions)
     assert accepted > 0 and final(tracker, "decisions/accepted") == accepted

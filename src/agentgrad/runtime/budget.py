@@ -2,8 +2,11 @@
 
 `Budget` is the limit (a value); `Meter` is the running account (a stateful object with `state_dict`). A call
 reserves its resources up front (`reserve`), then settles the actual spend (`settle`) or gives the reservation
-back (`release`). Because nothing is dispatched without a reservation, a run never overshoots a count budget;
-token and cost budgets reserve a per-call upper bound, so they hold whenever calls stay within that bound.
+back (`release`). Because nothing is dispatched without a reservation, a run never overshoots a count budget.
+Token and cost budgets reserve a per-call bound (`Budget.tokens_per_call`, `cost_per_call`); a call that spends
+more raises the bound to what it spent, so later reservations are larger; if the excess takes the total past the
+limit, `settle` raises `BudgetOvershotError` (the run stops, loudly). `hold` sets aside room for calls that come
+after the loop (the held-out evaluation): reservations cannot eat into it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from agentgrad.errors import ConfigError, StateDictError
+from agentgrad.errors import BudgetOvershotError, ConfigError, StateDictError
 
 
 class OutOfBudget(Exception):
@@ -21,6 +24,7 @@ class OutOfBudget(Exception):
 
 
 KINDS = ("rollouts", "proposals", "gate_evals", "tokens", "cost", "wall_time")
+BOUNDED = ("tokens", "cost")  # kinds a call reserves an upper bound of, when they are limited
 
 
 @dataclass(frozen=True)
@@ -68,14 +72,43 @@ class Budget:
 class Meter:
     """The account of a run against its `Budget`: used and reserved amounts per kind.
 
-    Used only from the runtime's event loop (no locks needed). `state_dict()` keeps the used amounts; a resumed
-    run starts with those, and reservations that were in flight when a process died count as used.
+    Used only from the runtime's event loop (no locks needed). State: used and reserved amounts per kind, the
+    per-call `bound` of tokens and cost, and `held_calls`, the calls set aside by `hold`. `state_dict()` keeps the
+    used amounts and the bound; a resumed run starts with those, and reservations that were in flight when a
+    process died count as used.
     """
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
         self.used: dict[str, float] = dict.fromkeys(KINDS, 0.0)
         self.reserved: dict[str, float] = dict.fromkeys(KINDS, 0.0)
+        self.bound: dict[str, float] = {"tokens": float(budget.tokens_per_call), "cost": float(budget.cost_per_call)}
+        self.held_calls = 0
+        self.over_bound = 0  # calls that spent more than the bound reserved for them
+
+    def per_call(self, kind: str | None) -> dict[str, float]:
+        """What one call reserves: one of `kind` (None: no count) and the bound of each limited token/cost kind."""
+        amounts = {} if kind is None else {kind: 1.0}
+        amounts.update({k: self.bound[k] for k in BOUNDED if self.budget.limit(k) != math.inf})
+        return amounts
+
+    def _held(self, kind: str) -> float:
+        return self.held_calls * self.bound[kind] if kind in BOUNDED and self.budget.limit(kind) != math.inf else 0.0
+
+    def hold(self, calls: int) -> bool:
+        """Set aside the token and cost bound of `calls` later calls, if they fit; False (nothing held) if not."""
+        self.held_calls = 0
+        if not self.can_reserve({k: calls * amount for k, amount in self.per_call(None).items()}):
+            return False
+        self.held_calls = calls
+        return True
+
+    def unhold(self, calls: int) -> dict[str, float]:
+        """Give the room set aside by `hold` back; return what each of the `calls` it was for may reserve: the
+        bound, or an even split of the room when a call that broke the bound meanwhile left it short."""
+        self.held_calls = 0
+        return {kind: min(bound, max(0.0, self.remaining(kind)) / max(1, calls))
+                for kind, bound in self.per_call(None).items()}
 
     def _check(self, amounts: Mapping[str, float]) -> None:
         for kind, amount in amounts.items():
@@ -85,7 +118,8 @@ class Meter:
     def can_reserve(self, amounts: Mapping[str, float]) -> bool:
         """True if every amount fits next to what is used and reserved."""
         self._check(amounts)
-        return all(self.used[k] + self.reserved[k] + a <= self.budget.limit(k) + 1e-9 for k, a in amounts.items())
+        return all(self.used[k] + self.reserved[k] + self._held(k) + a <= self.budget.limit(k) + 1e-9
+                   for k, a in amounts.items())
 
     def reserve(self, amounts: Mapping[str, float]) -> bool:
         """Reserve all `amounts` or nothing; False when any would exceed its limit."""
@@ -102,27 +136,37 @@ class Meter:
             self.reserved[kind] = max(0.0, self.reserved[kind] - amount)
 
     def settle(self, reserved: Mapping[str, float], actual: Mapping[str, float]) -> None:
-        """Turn a reservation into actual use (actual amounts may be smaller than reserved)."""
+        """Turn a reservation into actual use. A token or cost amount above its bound raises the bound to it;
+        `BudgetOvershotError` if the excess takes the total past the limit (the use is recorded first)."""
         self.release(reserved)
         self._check(actual)
         for kind, amount in actual.items():
             self.used[kind] += amount
+        limited = [k for k in BOUNDED if k in actual and self.budget.limit(k) != math.inf]
+        self.over_bound += any(actual[k] > reserved.get(k, 0.0) + 1e-12 for k in limited)
+        for kind in limited:
+            self.bound[kind] = max(self.bound[kind], actual[kind])
+            if self.used[kind] > self.budget.limit(kind) + 1e-9:
+                raise BudgetOvershotError(
+                    f"one call spent {actual[kind]:g} {kind}, more than the {reserved.get(kind, 0.0):g} reserved for "
+                    f"it, and took the {kind} budget past its limit ({self.used[kind]:g} > "
+                    f"{self.budget.limit(kind):g}); set Budget.{kind}_per_call to the most one call can spend")
 
     def add_time(self, seconds: float) -> None:
         """Count elapsed run time."""
         self.used["wall_time"] += max(0.0, seconds)
 
     def remaining(self, kind: str) -> float:
-        """What is left of `kind` after used and reserved amounts."""
-        return self.budget.limit(kind) - self.used[kind] - self.reserved[kind]
+        """What is left of `kind` after used, reserved and held amounts."""
+        return self.budget.limit(kind) - self.used[kind] - self.reserved[kind] - self._held(kind)
 
     def exhausted(self) -> list[str]:
         """The kinds whose limit is fully used (nothing more can be reserved)."""
         return [k for k in KINDS if self.used[k] >= self.budget.limit(k) - 1e-9]
 
     def state_dict(self) -> dict[str, Any]:
-        """Used amounts, with reservations in flight counted as used (they may have been spent)."""
-        return {"used": {k: self.used[k] + self.reserved[k] for k in KINDS}}
+        """Used amounts, with reservations in flight counted as used (they may have been spent); the bound."""
+        return {"used": {k: self.used[k] + self.reserved[k] for k in KINDS}, "bound": dict(self.bound)}
 
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
         """Restore used amounts (validated before anything changes)."""
@@ -134,5 +178,18 @@ class Meter:
         values = {k: float(used[k]) for k in KINDS}
         if any(not math.isfinite(v) or v < 0 for v in values.values()):
             raise StateDictError(f"meter used amounts must be finite and >= 0, got {values}")
+        bound = self._bound_from(data.get("bound"))
         self.used = values
         self.reserved = dict.fromkeys(KINDS, 0.0)
+        self.bound = bound
+
+    def _bound_from(self, data: Any) -> dict[str, float]:
+        """The per-call bound of a state dict (absent: the budget's), never below the budget's."""
+        if data is None:
+            data = self.bound
+        if not isinstance(data, Mapping) or set(data) != set(BOUNDED) or \
+                any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+                    for v in data.values()):
+            raise StateDictError(f"meter bound must map {BOUNDED} to finite numbers >= 0, got {data!r}")
+        floor = {"tokens": float(self.budget.tokens_per_call), "cost": float(self.budget.cost_per_call)}
+        return {k: max(float(data[k]), floor[k]) for k in BOUNDED}

@@ -21,7 +21,7 @@ from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.schedules import delta_schedule
 from agentgrad.optim.tabu import TabuState, is_tabu
-from agentgrad.runtime.budget import Budget, Meter, OutOfBudget
+from agentgrad.runtime.budget import KINDS, Budget, Meter, OutOfBudget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
@@ -76,6 +76,9 @@ class Engine(Recorder):
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
                          margin=config.acceptance.margin, estimator=self.estimator)
         self.first_run_error: str | None = None
+        self.fail_streak = 0  # run calls failed in a row
+        self.streak_error: str | None = None  # the first error of that streak
+        self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
@@ -88,17 +91,15 @@ class Engine(Recorder):
         return self.meter.budget.limit("wall_time") - self.elapsed()
 
     def _amounts(self, kind: str) -> dict[str, float]:
-        amounts = {kind: 1.0}
-        if self.meter.budget.tokens is not None:
-            amounts["tokens"] = float(self.meter.budget.tokens_per_call)
-        if self.meter.budget.cost is not None:
-            amounts["cost"] = float(self.meter.budget.cost_per_call)
-        return amounts
+        if kind == "test_evals":  # held-out calls draw on tokens and cost only, from the room set aside for them
+            return dict(self.held_out_amounts)
+        return self.meter.per_call(kind)
 
     def reserve(self, kind: str) -> tuple[int, dict[str, float]]:
-        """Reserve one call of `kind` (and its token and cost bound) and log the dispatch; or raise OutOfBudget."""
+        """Reserve one call of `kind` (and its token and cost bound) and log the dispatch; or raise OutOfBudget.
+        The wall-time budget bounds the loop: held-out calls (`test_evals`) come after it."""
         amounts = self._amounts(kind)
-        if self.time_left() <= 0 or not self.meter.reserve(amounts):
+        if (kind != "test_evals" and self.time_left() <= 0) or not self.meter.reserve(amounts):
             raise OutOfBudget(kind)
         call_id = self.calls
         self.calls += 1
@@ -128,6 +129,8 @@ class Engine(Recorder):
             seconds = 0.0
         else:
             actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
+            if kind not in KINDS:
+                del actual[kind]
             error, seconds = outcome.error, outcome.seconds
         self.meter.settle(reserved, actual)
         self.log_soon("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
@@ -165,15 +168,24 @@ class Engine(Recorder):
         return outcome
 
     def _check_run_health(self, outcome: CallOutcome) -> None:
+        """Per-example failures are evidence; a run whose first max(8, 2 × slots) calls all fail, or that meets
+        max(32, 4 × slots) failures in a row later (an outage), stops with `RunFailedError`."""
         if outcome.ok:
             self.counts["run_ok"] += 1
+            self.fail_streak, self.streak_error = 0, None
             return
         self.counts["run_errors"] += 1
+        self.fail_streak += 1
         self.first_run_error = self.first_run_error or outcome.error
-        limit = max(8, 2 * self.config.workers.run_slots)
-        if self.counts["run_ok"] == 0 and self.counts["run_errors"] >= limit:
+        self.streak_error = self.streak_error or outcome.error
+        slots = self.config.workers.run_slots
+        if self.counts["run_ok"] == 0 and self.counts["run_errors"] >= max(8, 2 * slots):
             raise RunFailedError(f"the first {self.counts['run_errors']} calls of run all failed; the first error "
                                  f"was: {self.first_run_error}")
+        if self.fail_streak >= max(32, 4 * slots):
+            raise RunFailedError(f"the last {self.fail_streak} calls of run all failed, after {self.counts['run_ok']} "
+                                 f"that succeeded (an outage?); the first of them failed with: {self.streak_error}. "
+                                 "Resume the run once the cause is fixed")
 
     async def _score_uncached(self, text: str, task_id: str) -> float:
         outcome = await self.call_run("gate_evals", text, task_id)
@@ -206,6 +218,7 @@ class Engine(Recorder):
         if outcome.ok:
             reward = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
         self.cache.put(snapshot.text, task_id, reward)
+        self.log_soon("rollout", {"task": task_id, "version": snapshot.version, "reward": reward, "worker": worker})
         self.counts["rollouts"] += 1
         self.counts["idle_rollouts"] += 1
         return Rollout(worker, task_id, snapshot, outcome.value if outcome.ok else None, reward, outcome.error)

@@ -19,7 +19,7 @@ from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.optim.aggregator import Aggregator
 from agentgrad.optim.recipes import default
 from agentgrad.runtime.async_loop import run_async
-from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.budget import Budget, OutOfBudget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
 from agentgrad.runtime.engine import Callback, Engine, UserFunctions
 from agentgrad.runtime.result import Result, RunUsage
@@ -140,7 +140,7 @@ async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: 
                     artifact=artifact, strategy=strategy, user=user, config=config, budget=budget, store=store,
                     events=events, aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks)
     try:
-        error = await _loop(engine, resuming)
+        error = await _loop(engine, resuming, held_out_calls=2 * len(splits.test))
     except BaseException:
         store.close()
         events.close()
@@ -152,8 +152,9 @@ async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: 
     return await _finish(engine, splits, artifact, run_dir, error)
 
 
-async def _loop(engine: Engine, resuming: bool) -> AgentgradError | None:
-    """Restore (when resuming) and run the loop; the agentgrad error that stopped it, if any (logged)."""
+async def _loop(engine: Engine, resuming: bool, *, held_out_calls: int) -> AgentgradError | None:
+    """Restore (when resuming), set aside the token and cost bound of the held-out calls, and run the loop; the
+    agentgrad error that stopped it, if any (logged)."""
     try:
         engine.tell("started", {"run_dir": str(engine.store.run_dir), "artifact": engine.artifact.id,
                                 "resuming": resuming, "config": engine.config.describe(),
@@ -162,6 +163,10 @@ async def _loop(engine: Engine, resuming: bool) -> AgentgradError | None:
         pending = restore(engine) if resuming else []
         if resuming:
             engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used, "in_flight": len(pending)})
+        if held_out_calls and not engine.meter.hold(held_out_calls):
+            engine.counts["held_out_unaffordable"] = 1
+            log.warning("the token or cost budget cannot set aside the held-out evaluation (%d calls at the "
+                        "per-call bound); the held-out reward will not be measured", held_out_calls)
         async with engine.group_commit():
             await (run_async(engine, pending) if engine.config.asynchronous else run_sync(engine, pending))
     except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
@@ -173,22 +178,45 @@ async def _loop(engine: Engine, resuming: bool) -> AgentgradError | None:
 
 
 async def held_out(engine: Engine, text: str, task_ids: Sequence[str]) -> float | None:
-    """Mean reward of `text` on held-out tasks (not charged to the budget; counted as test evaluations)."""
+    """Mean reward of `text` on held-out tasks: calls charged to the token and cost budgets (not to a count or the
+    wall time; counted as test evaluations); OutOfBudget if one could not be reserved."""
     if not task_ids:
         return None
     scores: dict[str, float] = {}
 
     async def one(task_id: str) -> None:
         task = engine.tasks[task_id]
-        outcome = await engine.caller.run(engine.user.run, engine.strategy.render(text), task, slots=engine.run_slots)
+        try:
+            outcome = await engine.budgeted("test_evals", engine.user.run, (engine.strategy.render(text), task),
+                                            engine.run_slots, task_id, text_result=True)
+        except OutOfBudget:
+            return  # the mean below would be over fewer tasks: refused there
         engine.counts["test_evals"] += 1
         scores[task_id] = 0.0 if not outcome.ok else await engine.caller.reward(
             engine.user.reward, task, task_id, outcome.value)
 
     async with anyio.create_task_group() as group:
-        for task_id in task_ids:
+        for task_id in engine.estimator.longest_first(list(task_ids)):
             group.start_soon(one, task_id)
+    if len(scores) < len(task_ids):
+        raise OutOfBudget("test_evals")
     return sum(scores.values()) / len(scores)
+
+
+async def _held_out_pair(engine: Engine, start: str, final: str, test_ids: Sequence[str]) -> tuple[
+        float | None, float | None, str]:
+    """Held-out rewards of the starting and the learned text (scored once when they are equal), and a note for
+    the protocol when they could not be measured."""
+    engine.held_out_amounts = engine.meter.unhold(len(test_ids) * (1 if final == start else 2))
+    if engine.counts.get("held_out_unaffordable"):
+        return None, None, "; the token or cost budget could not cover the held-out evaluation: not measured"
+    engine.tell("held_out", {"tasks": len(test_ids), "texts": 1 if final == start else 2})
+    try:
+        baseline = await held_out(engine, start, test_ids)
+        learned = baseline if final == start else await held_out(engine, final, test_ids)
+    except OutOfBudget:
+        return None, None, "; the budget ran out during the held-out evaluation: not measured"
+    return baseline, learned, ""
 
 
 async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: Path,
@@ -196,20 +224,19 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
     store, test_ids = engine.store, [t.id for t in splits.test]
     final = store.artifact(artifact.id)
     baseline = learned = None
-    if error is None:
+    note, started = "", engine.clock()
+    if error is None and test_ids:
         try:
-            if test_ids:
-                engine.tell("held_out", {"tasks": len(test_ids), "texts": 2})
-            baseline = await held_out(engine, artifact.text, test_ids)
-            learned = await held_out(engine, final.text, test_ids)
+            baseline, learned, note = await _held_out_pair(engine, artifact.text, final.text, test_ids)
         except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
             error, baseline, learned = systemic(exc), None, None
     used = engine.meter.used
-    engine.counts.update(futile_stops=engine.gate.futile_stops, tasks_carried=engine.gate.tasks_carried)
+    engine.counts.update(futile_stops=engine.gate.futile_stops, tasks_carried=engine.gate.tasks_carried,
+                         over_bound_calls=engine.meter.over_bound)
     usage = RunUsage(int(used["rollouts"]), int(used["proposals"]), int(used["gate_evals"]),
                      engine.counts["test_evals"], int(used["tokens"]), used["cost"], used["wall_time"],
-                     engine.cache.hits, engine.gate.tasks_skipped)
-    protocol = splits.protocol + ("" if test_ids else "; no test split: the held-out reward is not reported")
+                     engine.cache.hits, engine.gate.tasks_skipped, engine.clock() - started)
+    protocol = splits.protocol + ("" if test_ids else "; no test split: the held-out reward is not reported") + note
     if error is not None and test_ids:
         protocol += "; the run failed: the held-out reward was not measured"
     result = Result(final, engine.strategy.render(final.text), learned, baseline, protocol,

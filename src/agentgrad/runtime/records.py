@@ -61,6 +61,9 @@ def candidate_from_dict(data: Mapping[str, Any]) -> Candidate:
                      tuple(Diff.from_dict(p) for p in data["parts"]))
 
 
+WALL_EVERY = 1.0  # seconds between two notes of the elapsed wall time while the loop runs
+
+
 class Recorder:
     """Logs events durably and keeps the run's counters.
 
@@ -69,7 +72,8 @@ class Recorder:
         clock: the time port (seconds); the run's elapsed time and the optimizer's `ctx.now` come from it.
         callbacks: called with (kind, payload) after each event is logged.
     State: `counts` (event counters), `calls` (call ids handed out), `steps` (optimizer steps done), the wall time
-    of earlier sessions, and `in_step` (True between a step's first and last log write).
+    of earlier sessions, `in_step` (True between a step's first and last log write), and `wall_every` (seconds
+    between two notes of the elapsed time in the log during `group_commit`).
     """
 
     def __init__(self, events: EventLog, clock: Callable[[], float], callbacks: Sequence[Callable[..., Any]]) -> None:
@@ -80,6 +84,7 @@ class Recorder:
         self.started = clock()
         self.wall_before = 0.0
         self.in_step = False
+        self.wall_every = WALL_EVERY
         self._group: anyio.Event | None = None  # set to ask the flusher for a write; None: write at once
 
     def log_soon(self, kind: str, payload: Mapping[str, Any]) -> None:
@@ -92,13 +97,19 @@ class Recorder:
 
     @asynccontextmanager
     async def group_commit(self) -> AsyncIterator[None]:
-        """Write `log_soon` events in groups while the block runs (a flusher task wakes once per turn)."""
+        """Write `log_soon` events in groups while the block runs (a flusher task wakes once per turn); note the
+        elapsed wall time in the log about every `WALL_EVERY` seconds, so a killed run's resume counts it."""
         async def flusher() -> None:
+            noted = self.clock()
             while True:
                 assert self._group is not None
-                await self._group.wait()
+                with anyio.move_on_after(self.wall_every):
+                    await self._group.wait()
                 self._group = anyio.Event()
                 self.events.flush()
+                if self.clock() - noted >= self.wall_every:  # a killed run loses at most about this much time
+                    noted = self.clock()
+                    self.events.put("wall", {"wall_time": self.elapsed()})
 
         try:
             async with anyio.create_task_group() as group:

@@ -13,7 +13,12 @@ from agentgrad.core.decision import Decision, Outcome
 
 @dataclass(frozen=True)
 class RunUsage:
-    """What a run spent. `gate_share` is the share of `run` calls the acceptance gate made."""
+    """What a run spent. `gate_share` is the share of `run` calls the acceptance gate made.
+
+    `wall_time` is the optimisation loop's time (what `Budget.wall_time` bounds, summed over resumes);
+    `held_out_time` the seconds spent scoring the test split after it. `tokens` and `cost` include the held-out
+    calls (the token and cost budgets cover them).
+    """
 
     rollouts: int
     proposals: int
@@ -24,6 +29,7 @@ class RunUsage:
     wall_time: float
     cache_hits: int = 0
     gate_tasks_skipped: int = 0
+    held_out_time: float = 0.0
 
     @property
     def gate_share(self) -> float:
@@ -90,4 +96,5 @@ class Result:
                 f"versions: {len(self.history) - 1} committed; verdicts: {mix}\n"
                 f"usage: {self.usage.rollouts} rollouts, {self.usage.proposals} proposals, "
                 f"{self.usage.gate_evals} gate evals ({self.usage.gate_share:.0%} of run calls), "
-                f"{self.usage.wall_time:.1f} s")
+                f"{self.usage.wall_time:.1f} s" + (f" (+ {self.usage.held_out_time:.1f} s held-out scoring)"
+                                                     if self.usage.held_out_time >= 0.05 else ""))

@@ -24,7 +24,7 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.errors import StateDictError
 from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
-from agentgrad.runtime.budget import KINDS
+from agentgrad.runtime.budget import BOUNDED, KINDS
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Snapshot, candidate_from_dict
 from agentgrad.store.commit import commit_step
@@ -36,20 +36,29 @@ Work = list[tuple[Candidate, Outcome]]
 
 def used_from_events(events: EventLog) -> dict[str, float]:
     """Budget use per kind: actual amounts of finished calls plus reserved amounts of unfinished ones."""
+    return meter_from_events(events)["used"]
+
+
+def meter_from_events(events: EventLog) -> dict[str, dict[str, float]]:
+    """The meter's state as the log tells it: `used` (as `used_from_events`) and `bound`, the most tokens and
+    cost one finished call spent (a resumed run reserves at least that much per call)."""
     used = dict.fromkeys(KINDS, 0.0)
+    bound = dict.fromkeys(BOUNDED, 0.0)
     open_calls: dict[int, Mapping[str, float]] = {}
     for event in events.read(["dispatch", "done"]):
         call = int(event.payload["call"])
         if event.kind == "dispatch":
             open_calls[call] = event.payload["reserved"]
-        else:
-            open_calls.pop(call, None)
-            for kind, amount in event.payload["actual"].items():
-                used[kind] += float(amount)
+            continue
+        open_calls.pop(call, None)
+        for kind, amount in event.payload["actual"].items():
+            used[kind] += float(amount)
+            if kind in bound:
+                bound[kind] = max(bound[kind], float(amount))
     for reserved in open_calls.values():
         for kind, amount in reserved.items():
             used[kind] += float(amount)
-    return used
+    return {"used": used, "bound": bound}
 
 
 def _context(store: SQLiteStore, artifact: Artifact, payload: Mapping[str, Any]) -> Context:
@@ -76,7 +85,7 @@ def _next_call_after_stored_diffs(engine: Engine) -> int:
 def restore(engine: Engine) -> Work:
     """Bring a fresh engine up to where the run directory's log says the run was; return the work in flight."""
     events = engine.events
-    engine.meter.load_state_dict({"used": used_from_events(events)})
+    engine.meter.load_state_dict(meter_from_events(events))
     engine.calls = max(events.count("dispatch"), _next_call_after_stored_diffs(engine))
     checkpoint = events.get("checkpoint")
     done_steps, after = 0, 0
@@ -89,6 +98,9 @@ def restore(engine: Engine) -> Work:
         engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
         engine.wall_before = float(checkpoint["wall_time"])
         done_steps, after = int(checkpoint["step"]), int(checkpoint["seq"])
+    noted = events.get("wall")  # written while the loop ran: later than the checkpoint if the process was killed
+    if noted is not None:
+        engine.wall_before = max(engine.wall_before, float(noted["wall_time"]))
     engine.meter.used["wall_time"] = engine.wall_before
     engine.steps = done_steps
     finished = {int(e.payload["step"]) for e in events.read(["step_done"])}
