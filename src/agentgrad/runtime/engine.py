@@ -16,7 +16,7 @@ from agentgrad.core.artifact import Artifact, Version, content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint
 from agentgrad.core.evidence import Evidence
-from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError, RunFailedError
+from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError
 from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.schedules import delta_schedule
@@ -25,6 +25,7 @@ from agentgrad.runtime.budget import KINDS, Budget, Meter, OutOfBudget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
+from agentgrad.runtime.health import RunHealth
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
@@ -75,9 +76,7 @@ class Engine(Recorder):
         self.delta = delta_schedule(config.acceptance.delta)
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
                          margin=config.acceptance.margin, estimator=self.estimator)
-        self.first_run_error: str | None = None
-        self.fail_streak = 0  # run calls failed in a row
-        self.streak_error: str | None = None  # the first error of that streak
+        self.health = RunHealth(config.workers.run_slots, self.counts)
         self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
@@ -164,28 +163,8 @@ class Engine(Recorder):
         outcome = await self.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True)
         if self.estimator.observe(task_id, outcome.seconds):
             self.counts["stragglers"] += 1
-        self._check_run_health(outcome)
+        self.health.observe(None if outcome.ok else str(outcome.error))
         return outcome
-
-    def _check_run_health(self, outcome: CallOutcome) -> None:
-        """Per-example failures are evidence; a run whose first max(8, 2 × slots) calls all fail, or that meets
-        max(32, 4 × slots) failures in a row later (an outage), stops with `RunFailedError`."""
-        if outcome.ok:
-            self.counts["run_ok"] += 1
-            self.fail_streak, self.streak_error = 0, None
-            return
-        self.counts["run_errors"] += 1
-        self.fail_streak += 1
-        self.first_run_error = self.first_run_error or outcome.error
-        self.streak_error = self.streak_error or outcome.error
-        slots = self.config.workers.run_slots
-        if self.counts["run_ok"] == 0 and self.counts["run_errors"] >= max(8, 2 * slots):
-            raise RunFailedError(f"the first {self.counts['run_errors']} calls of run all failed; the first error "
-                                 f"was: {self.first_run_error}")
-        if self.fail_streak >= max(32, 4 * slots):
-            raise RunFailedError(f"the last {self.fail_streak} calls of run all failed, after {self.counts['run_ok']} "
-                                 f"that succeeded (an outage?); the first of them failed with: {self.streak_error}. "
-                                 "Resume the run once the cause is fixed")
 
     async def _score_uncached(self, text: str, task_id: str) -> float:
         outcome = await self.call_run("gate_evals", text, task_id)

@@ -1,0 +1,48 @@
+"""Run health: per-example failures of the user's `run` are evidence; a run that only fails is a systemic fault.
+
+A run whose first max(8, 2 × slots) calls all fail never worked (a wrong endpoint, a missing key); one that meets
+max(32, 4 × slots) failures in a row after some calls succeeded hit an outage. Either stops the run with
+`RunFailedError` naming the first error, instead of scoring zeros until a budget runs out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from agentgrad.errors import RunFailedError
+
+
+class RunHealth:
+    """Watches the outcomes of `run` calls.
+
+    Args:
+        slots: the run's concurrent `run` calls (the thresholds scale with it).
+        counts: the run's counters; `run_ok` and `run_errors` are kept there (they are checkpointed with it).
+    State: the first error of the run, and the current streak of failures with its first error.
+    """
+
+    def __init__(self, slots: int, counts: Counter[str]) -> None:
+        self.counts = counts
+        self.never_worked = max(8, 2 * slots)
+        self.outage = max(32, 4 * slots)
+        self.first_error: str | None = None
+        self.streak = 0
+        self.streak_error: str | None = None
+
+    def observe(self, error: str | None) -> None:
+        """Record one call's outcome (`error` None: it succeeded); `RunFailedError` when the run is broken."""
+        if error is None:
+            self.counts["run_ok"] += 1
+            self.streak, self.streak_error = 0, None
+            return
+        self.counts["run_errors"] += 1
+        self.streak += 1
+        self.first_error = self.first_error or error
+        self.streak_error = self.streak_error or error
+        if self.counts["run_ok"] == 0 and self.counts["run_errors"] >= self.never_worked:
+            raise RunFailedError(f"the first {self.counts['run_errors']} calls of run all failed; the first error "
+                                 f"was: {self.first_error}")
+        if self.streak >= self.outage:
+            raise RunFailedError(f"the last {self.streak} calls of run all failed, after {self.counts['run_ok']} "
+                                 f"that succeeded (an outage?); the first of them failed with: {self.streak_error}. "
+                                 "Resume the run once the cause is fixed")
