@@ -365,3 +365,17 @@ def test_evidence_rows_are_looked_up_by_index_at_scale(store: SQLiteStore) -> No
     plan = store._conn.execute("EXPLAIN QUERY PLAN SELECT task_id FROM evidence_rows WHERE diff_id = ? ORDER BY idx",
                                (diff.id,)).fetchall()
     assert "USING PRIMARY KEY" in str(plan) and "SCAN" not in str(plan)
+
+
+def test_promote_to_moves_stable_to_a_checked_version_never_back(store: SQLiteStore) -> None:
+    for n, rule in enumerate(["one", "two", "three"]):
+        diff = rule_diff(n, rule)
+        store.commit(diff, evidence(), accept(diff))
+    assert store.promote_to({AID: 1}) == {AID: 1}
+    assert store.head(AID, "stable").number == 1 and store.head(AID).number == 3
+    with pytest.raises(UnknownVersionError):
+        store.promote_to({AID: 4})
+    store.promote_to({AID: 2})
+    with pytest.raises(StaleHeadError, match="past v1"):
+        store.promote_to({AID: 1})
+    assert store.head(AID, "stable").number == 2

@@ -13,6 +13,7 @@ more than `async_ratio` versions ahead. Every task lives in one task group; the 
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,15 +166,25 @@ async def _gather(engine: Engine, inbox: ObjectReceiveStream[Candidate], first: 
     return batch
 
 
-async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], feedback: _Feedback) -> None:
-    async with inbox:
+async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], feedback: _Feedback,
+                      promotions: ObjectSendStream[None]) -> None:
+    async with inbox, promotions:
         async for first in inbox:
             batch = await _gather(engine, inbox, first, feedback)
             result = engine.aggregate(batch)
             feedback.waiting.difference_update(c.diff.id for c in batch)
             feedback.send_back(follow_ups(engine, result, batch))
-            await maybe_promote(engine)
+            if engine.promotion_due:
+                with suppress(anyio.WouldBlock):  # full: a check is already queued; it will see this head or later
+                    promotions.send_nowait(None)
             feedback.maybe_close()
+
+
+async def _promoter(engine: Engine, due: ObjectReceiveStream[None]) -> None:
+    """Run promotion checks as the aggregator asks, beside it (a check never holds a step back)."""
+    async with due:
+        async for _ in due:
+            await maybe_promote(engine)
 
 
 async def _supervise(pools: list[Any], feedback: _Feedback) -> None:
@@ -194,6 +205,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
     roll_send, roll_recv = anyio.create_memory_object_stream[Rollout](max(1, w.propose) * 2)
     work = WorkQueue[Work](max(1, w.gate) * 2, producers=w.propose + 1)  # the proposers and the aggregator
     cand_send, cand_recv = anyio.create_memory_object_stream[Candidate](engine.config.max_batch)
+    promo_send, promo_recv = anyio.create_memory_object_stream[None](1)
     feedback = _Feedback(work)
     throttle = Throttle(w.rollout, enabled=w.adaptive)
     pools: list[Any] = []
@@ -206,7 +218,8 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
             group.start_soon(_supervise, pools, feedback)
             for _ in range(w.gate):
                 group.start_soon(_gate_worker, engine, work, cand_send.clone(), feedback, throttle)
-            group.start_soon(_aggregator, engine, cand_recv.clone(), feedback)
+            group.start_soon(_aggregator, engine, cand_recv.clone(), feedback, promo_send)
+            group.start_soon(_promoter, engine, promo_recv)
     engine.counts.update({"rollout_workers_lowest": throttle.lowest, "rollout_worker_moves": throttle.moves})
 
 

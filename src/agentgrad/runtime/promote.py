@@ -1,8 +1,10 @@
 """Promotion `dev → stable`: after every K accepted commits, confirm on the whole validation split, then promote.
 
 The check scores the `dev` head and the `stable` head on every validation task (cached scores are reused, new
-calls are charged to the gate budget). `stable` moves up only if `dev` does at least as well; otherwise the
-policy asks again after K more commits. The test split is never used: it is only reported.
+calls are charged to the gate budget). `stable` moves up to the checked version only if it does at least as well;
+otherwise the policy asks again after K more commits. The test split is never used: it is only reported. The
+asynchronous runtime runs checks in their own task (`dev` may move on meanwhile; the checked version is promoted),
+so the aggregator never waits for one.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ async def maybe_promote(engine: Engine) -> bool:
     passed = dev_mean >= stable_mean
     engine.promotion.confirm(passed)
     if passed:
-        engine.store.promote([artifact_id], expected={artifact_id: dev.number})
+        engine.store.promote_to({artifact_id: dev.number})
     engine.emit("promotion", {"dev": dev.number, "stable": stable.number, "dev_val": dev_mean,
                               "stable_val": stable_mean, "outcome": "promoted" if passed else "kept stable"})
     return passed

@@ -309,6 +309,32 @@ class SQLiteStore:
             self.sync_git()
         return {a: dev[a] for a in ids}
 
+    def promote_to(self, versions: Mapping[str, int]) -> dict[str, int]:
+        """Set each artifact's stable head to the given dev version (one that was checked while dev moved on).
+
+        A version must exist on dev; stable never moves back (`StaleHeadError` if it is already past one). Moves
+        the git `stable` branch too. Returns the promoted versions.
+        """
+        now = self._clock()
+        with self._write() as c:
+            dev, stable = tables.branch_numbers(c, "dev"), tables.branch_numbers(c, "stable")
+            for artifact_id, number in versions.items():
+                if artifact_id not in dev:
+                    raise UnknownArtifactError(f"cannot promote unknown artifact {artifact_id!r}")
+                if not 0 <= number <= dev[artifact_id]:
+                    raise UnknownVersionError(f"{artifact_id!r} has no version {number} on dev")
+                if stable[artifact_id] > number:
+                    raise StaleHeadError(f"{artifact_id!r}: stable is already at v{stable[artifact_id]}, past "
+                                         f"v{number}; nothing promoted")
+            changed = {a: n for a, n in versions.items() if stable[a] != n}
+            c.executemany("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'stable'",
+                          [(n, a) for a, n in changed.items()])
+            if changed:
+                tables.log_stable(c, "promote " + ", ".join(f"{a} v{n}" for a, n in sorted(changed.items())), now)
+        if self._mirror is not None:
+            self.sync_git()
+        return dict(versions)
+
     # -- reading the log --------------------------------------------------------------------------------------
 
     def diff(self, diff_id: str) -> Diff:
