@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from agentgrad.errors import RewardError
-from agentgrad.runtime.calls import MAX_OUTPUT_CHARS, Caller, CallOutcome, Slots, Usage
+from agentgrad.runtime.calls import MAX_OUTPUT_CHARS, Caller, CallOutcome, Slots, ThreadBound, Usage
 
 
 def _caller(timeout: float = 5.0) -> Caller:
@@ -256,3 +257,96 @@ def test_waiting_for_a_worker_thread_is_not_part_of_the_timeout() -> None:
 
     outcomes = anyio.run(main)
     assert [o.ok for o in outcomes] == [True, True]  # the second waited 0.06 s for the thread, then ran 0.06 s
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    """Block (briefly) until `condition()` holds; fail after a second."""
+    deadline = time.monotonic() + 1.0
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached within a second"
+        time.sleep(0.001)
+
+
+def test_a_timed_out_sync_call_keeps_its_thread_until_it_really_returns() -> None:
+    release = threading.Event()
+    started: list[str] = []
+    lock = threading.Lock()
+    inside = {"now": 0, "max": 0}
+
+    def work(name: str) -> str:
+        with lock:
+            started.append(name)
+            inside["now"] += 1
+            inside["max"] = max(inside["max"], inside["now"])
+        try:
+            if name == "hang":
+                release.wait(10)
+            return "done"
+        finally:
+            with lock:
+                inside["now"] -= 1
+
+    async def main() -> tuple[CallOutcome, CallOutcome, CallOutcome]:
+        caller = Caller(threads=1, timeout=0.05, clock=time.monotonic)
+        hung = await caller.call(work, "hang")
+        other = await caller.call(work, "other")  # no slots here: only the thread bound stands in its way
+        held_while_hung = caller.busy.held
+        release.set()
+        await anyio.to_thread.run_sync(_wait_for, lambda: caller.busy.held == 0)
+        later = await caller.call(work, "later")
+        assert held_while_hung == 1
+        return hung, other, later
+
+    hung, other, later = anyio.run(main)
+    assert hung.error == other.error == "timed out after 0.05 s"
+    assert later.ok
+    assert started == ["hang", "later"]  # the second call gave up without starting: one thread was allowed
+    assert inside["max"] == 1
+
+
+def test_a_thread_waiting_for_a_place_gives_up_as_soon_as_its_caller_does() -> None:
+    bound = ThreadBound(1)
+    holder, waiter = threading.Event(), threading.Event()
+    assert bound.enter(holder)
+    outcome: list[bool] = []
+    thread = threading.Thread(target=lambda: outcome.append(bound.enter(waiter)))
+    thread.start()
+    time.sleep(0.005)
+    assert thread.is_alive() and not outcome  # waiting: the only place is taken
+    waiter.set()
+    bound.wake()
+    thread.join(timeout=1.0)
+    assert not thread.is_alive() and outcome == [False]
+    assert bound.held == 1  # it took nothing
+    bound.leave()
+    assert bound.enter(threading.Event()) and bound.held == 1
+    bound.leave()
+    with pytest.raises(RuntimeError, match="more often"):
+        bound.leave()
+
+
+def test_the_thread_bound_caps_sync_calls_below_the_slots() -> None:
+    lock = threading.Lock()
+    inside = {"now": 0, "max": 0}
+
+    def run(rendered: str, task: str) -> str:
+        with lock:
+            inside["now"] += 1
+            inside["max"] = max(inside["max"], inside["now"])
+        time.sleep(0.002)
+        with lock:
+            inside["now"] -= 1
+        return "ok"
+
+    async def main() -> None:
+        caller, slots = Caller(threads=2, timeout=5.0, clock=time.monotonic), Slots(5)
+
+        async def one() -> None:
+            assert (await caller.run(run, "text", "task", slots=slots)).ok
+
+        async with anyio.create_task_group() as group:
+            for _ in range(12):
+                group.start_soon(one)
+
+    anyio.run(main)
+    assert inside["max"] == 2

@@ -309,3 +309,65 @@ def test_a_candidate_that_changes_nothing_is_stopped_for_futility_long_before_th
 def test_futility_is_refused_outside_its_range() -> None:
     with pytest.raises(ConfigError, match="futility"):
         GateConfig(futility=0.5)
+
+
+class _OneSlot(_Scores):
+    """Scores through one slot taken in arrival order (like `run` slots when they are scarce), noting the task of
+    each call as it gets the slot."""
+
+    def __init__(self, table: dict[str, dict[str, float]]) -> None:
+        super().__init__(table)
+        self.started: list[str] = []
+        self._slot: anyio.Semaphore | None = None
+
+    async def __call__(self, text: str, task_id: str) -> float:
+        self._slot = self._slot or anyio.Semaphore(1)
+        async with self._slot:
+            self.started.append(task_id)
+            return await super().__call__(text, task_id)
+
+
+def test_the_first_window_starts_its_longest_calls_first_and_the_rest_follow_the_seeded_order() -> None:
+    val = [f"v{i:02d}" for i in range(12)]
+    table = {"base": dict.fromkeys(val, 0.0), "cand": {t: float(i % 2) for i, t in enumerate(val)}}
+    order = seeded_order(val, seed=0, salt="v0")
+    estimator = DurationEstimator()
+    for seconds, task_id in enumerate(order[:4], start=1):  # the window's tasks, slowest last in the seeded order
+        estimator.observe(task_id, float(seconds))
+    scores = _OneSlot(table)
+    gate = Gate(scores, val, GateConfig(chunk=4, early_stop=False), seed=0, margin=0.02, estimator=estimator)
+
+    async def main() -> Evidence:
+        return await gate.evidence("d1", "base", 0, "cand", delta=0.05, windowed=True)
+
+    evidence = anyio.run(main)
+    assert len(evidence.rows) == 12  # the same tasks are visited
+    assert scores.started[:8] == [t for t in reversed(order[:4]) for _ in ("base", "cand")]
+    assert scores.started[8::2] == order[4:] == scores.started[9::2]  # refilled in the seeded order
+
+
+def test_a_decided_window_cancels_the_calls_still_in_flight() -> None:
+    val = [f"v{i:02d}" for i in range(16)]
+    stuck = seeded_order(val, seed=0, salt="v0")[0]  # in the first window
+    cancelled: list[str] = []
+
+    async def main() -> Evidence:
+        never = anyio.Event()
+
+        async def score(text: str, task_id: str) -> float:
+            if task_id == stuck:
+                try:
+                    await never.wait()  # nobody sets it: only a cancellation ends this call
+                finally:
+                    cancelled.append(text)
+            await anyio.sleep(0)
+            return 1.0 if text == "cand" else 0.0
+
+        gate = Gate(score, val, GateConfig(chunk=4), seed=0, margin=0.02, estimator=DurationEstimator())
+        with anyio.fail_after(5):
+            return await gate.evidence("d1", "base", 0, "cand", delta=0.05, windowed=True)
+
+    evidence = anyio.run(main)
+    assert stuck not in {r.task_id for r in evidence.rows} and not evidence.full
+    assert posterior_summary(evidence, delta=0.05, margin=0.02).passes  # decided without it
+    assert sorted(cancelled) == ["base", "cand"]  # both of its calls were cancelled, not left running

@@ -5,10 +5,12 @@
 a timeout. Failures of `run` and `propose` are per-example evidence (`CallOutcome.error`); a broken `reward` is
 systemic and raises `RewardError`.
 
-`Slots` bounds how many calls of one user function run at once. An async function is cancelled cleanly on
-timeout. A hanging *synchronous* function cannot be killed: after its timeout the caller moves on, but the thread
-keeps its slot until the function really returns, so the user's function never runs more often at once than
-allowed (a call queued behind it waits, and gives up at its own timeout without starting).
+`Slots` bounds how many calls of one user function run at once; `Caller(threads=n)` bounds how many threads are
+inside synchronous user functions at once. An async function is cancelled cleanly on timeout. A hanging
+*synchronous* function cannot be killed: after its timeout the caller moves on, but its thread keeps both its slot
+and its place in the thread bound until the function really returns, so user code never runs in more threads, nor
+a function more often at once, than allowed (a call queued behind it waits, and gives up at its own timeout
+without starting).
 """
 
 from __future__ import annotations
@@ -34,18 +36,54 @@ class _Abandoned(Exception):
     """Raised in a worker thread whose caller gave up before the function could start."""
 
 
+class ThreadBound:
+    """At most `size` threads inside user functions at once, counted until each function really returns.
+
+    Threads wait in `enter` (a condition variable, no polling); a waiting thread whose caller gave up
+    (`abandoned` set, then `wake`) stops waiting and never starts the function. State: the number of holders.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, int(size))
+        self.held = 0
+        self._changed = threading.Condition()
+
+    def enter(self, abandoned: threading.Event) -> bool:
+        """Take a place, waiting for one; False (nothing taken) once `abandoned` is set."""
+        with self._changed:
+            while self.held >= self.size and not abandoned.is_set():
+                self._changed.wait()
+            if abandoned.is_set():
+                return False
+            self.held += 1
+            return True
+
+    def leave(self) -> None:
+        """Give a place back (the function returned); RuntimeError if none is held."""
+        with self._changed:
+            if self.held <= 0:
+                raise RuntimeError("ThreadBound left more often than entered")
+            self.held -= 1
+            self._changed.notify_all()
+
+    def wake(self) -> None:
+        """Let waiting threads look at their `abandoned` flag again."""
+        with self._changed:
+            self._changed.notify_all()
+
+
 class Slots:
     """At most `size` concurrent calls of a user function, counted until each call really ends.
 
-    State: an async priority semaphore (callers queue on it in the event loop, the most urgent first) and a thread
-    semaphore held by the thread that runs a synchronous function, released only when that function returns (even
+    State: an async priority semaphore (callers queue on it in the event loop, the most urgent first) and a
+    `ThreadBound` held by the thread that runs a synchronous function, left only when that function returns (even
     after a timeout).
     """
 
     def __init__(self, size: int) -> None:
         self.size = max(1, int(size))
         self.queue = PrioritySemaphore(self.size)
-        self.running = threading.BoundedSemaphore(self.size)
+        self.running = ThreadBound(self.size)
 
 
 @dataclass(frozen=True)
@@ -98,18 +136,22 @@ def _text_of(value: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _guarded(fn: Callable[..., Any], args: tuple[Any, ...], running: threading.BoundedSemaphore | None,
+def _guarded(fn: Callable[..., Any], args: tuple[Any, ...], bounds: tuple[ThreadBound, ...],
              abandoned: threading.Event) -> Any:
-    """Run `fn(*args)` in a worker thread, holding a slot of `running` until it returns."""
-    if running is None:
-        return fn(*args)
-    running.acquire()
+    """Run `fn(*args)` in a worker thread, holding a place in each of `bounds` until it returns; `_Abandoned`
+    (`fn` never started) if the caller gave up first."""
+    entered: list[ThreadBound] = []
     try:
+        for bound in bounds:
+            if not bound.enter(abandoned):
+                raise _Abandoned
+            entered.append(bound)
         if abandoned.is_set():
             raise _Abandoned
         return fn(*args)
     finally:
-        running.release()
+        for bound in reversed(entered):
+            bound.leave()
 
 
 def _describe(exc: BaseException) -> str:
@@ -119,35 +161,45 @@ def _describe(exc: BaseException) -> str:
 
 
 class Caller:
-    """Runs user functions with a thread-pool bound and a timeout; `clock` is the injected time port."""
+    """Runs user functions with a thread bound and a timeout; `clock` is the injected time port.
+
+    State: `limiter`, the async admission queue for synchronous calls (at most `threads` dispatched at once; the
+    wait for it is not part of the timeout), and `busy`, the threads inside user functions (held by each thread
+    until its function really returns, so a hung call that timed out keeps its place).
+    """
 
     def __init__(self, *, threads: int, timeout: float, clock: Callable[[], float]) -> None:
         self.limiter = anyio.CapacityLimiter(max(1, threads))
         self._threads = anyio.CapacityLimiter(max(1, threads))  # never waited on: `limiter` is taken first
+        self.busy = ThreadBound(threads)
         self.timeout = timeout
         self.clock = clock
 
     async def invoke(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                     running: threading.BoundedSemaphore | None = None) -> Any:
+                     running: ThreadBound | None = None) -> Any:
         """Call `fn(*args)` (awaiting it, or in the thread pool) under the timeout; exceptions propagate.
 
-        Waiting for a free worker thread is not part of the timeout; a timed-out synchronous call is abandoned
-        (its thread finishes on its own; with `running`, it holds its slot until then).
+        Waiting for the admission queue is not part of the timeout. A timed-out synchronous call is abandoned: its
+        thread finishes on its own and keeps its place in `busy` (and, with `running`, its slot) until then; a
+        call that meanwhile finds no place waits within its own timeout and, if that runs out, never starts.
         """
         if inspect.iscoroutinefunction(fn):
             with anyio.fail_after(self.timeout):
                 return await fn(*args)
         abandoned = threading.Event()
+        bounds = (self.busy,) if running is None else (running, self.busy)
         async with self.limiter:
             try:
                 with anyio.fail_after(self.timeout):
-                    value = await anyio.to_thread.run_sync(_guarded, fn, args, running, abandoned,
+                    value = await anyio.to_thread.run_sync(_guarded, fn, args, bounds, abandoned,
                                                            limiter=self._threads, abandon_on_cancel=True)
                     if inspect.isawaitable(value):
                         value = await value
                     return value
             except BaseException:
                 abandoned.set()
+                for bound in bounds:
+                    bound.wake()
                 raise
 
     async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None,
@@ -163,7 +215,7 @@ class Caller:
             return await self._call(fn, args, slots.running)
 
     async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                    running: threading.BoundedSemaphore | None) -> CallOutcome:
+                    running: ThreadBound | None) -> CallOutcome:
         start = self.clock()
         try:
             value = await self.invoke(fn, args, running)

@@ -108,7 +108,10 @@ class Gate:
     async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
                         known: dict[str, tuple[float, float]], random: bool) -> dict[str, tuple[float, float]]:
         """Keep `chunk` tasks in flight and start the next one as soon as any finishes (no barrier, so one slow
-        call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain."""
+        call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain.
+
+        The tasks visited are those of `order` (a seeded random order, which futility assumes); only the first
+        window starts longest first, so that when slots are scarce the slowest calls get them first."""
         scores, total = dict(known), len(known) + len(order)
         if not full and self._certain(scores, total - len(scores), delta, random):
             return self._skipped(scores, total)
@@ -124,7 +127,7 @@ class Gate:
 
         async with anyio.create_task_group() as group, send, receive:
             started = min(len(order), max(1, self.config.chunk))
-            for task_id in order[:started]:
+            for task_id in self.estimator.longest_first(order[:started]):
                 group.start_soon(one, task_id)
             for _ in order:  # every task started sends one result; at most len(order) arrive
                 task_id, result = await receive.receive()

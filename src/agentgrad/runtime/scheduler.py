@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentgrad.errors import StateDictError
+from agentgrad.errors import ConfigError, StateDictError
+
+
+def _amount(value: Any, what: str) -> float:
+    """`value` as a finite number >= 0; StateDictError naming `what` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise StateDictError(f"bad duration estimator state: {what} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _counter(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StateDictError(f"bad duration estimator state: {what} must be an int >= 0, got {value!r}")
+    return value
 
 
 class DurationEstimator:
@@ -14,11 +28,18 @@ class DurationEstimator:
 
     Args:
         weight: how much a new observation moves the estimate (0 < weight <= 1).
-        straggler_factor: a call slower than this many times its estimate counts as a straggler.
+        straggler_factor: a call slower than this many times its estimate counts as a straggler (> 1).
+    State: the estimate per task id, the overall mean and how many calls it averages, and the straggler count.
     """
 
     def __init__(self, *, weight: float = 0.3, straggler_factor: float = 3.0) -> None:
-        self.weight, self.straggler_factor = weight, straggler_factor
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight <= 1.0:
+            raise ConfigError(f"DurationEstimator.weight must be in (0, 1], got {weight!r}")
+        if isinstance(straggler_factor, bool) or not isinstance(straggler_factor, (int, float)) \
+                or not 1.0 < straggler_factor < math.inf:
+            raise ConfigError(f"DurationEstimator.straggler_factor must be a finite number > 1, "
+                              f"got {straggler_factor!r}")
+        self.weight, self.straggler_factor = float(weight), float(straggler_factor)
         self.means: dict[str, float] = {}
         self.overall = 0.0
         self.seen = 0
@@ -29,7 +50,8 @@ class DurationEstimator:
         return self.means.get(task_id, self.overall)
 
     def observe(self, task_id: str, seconds: float) -> bool:
-        """Record a duration; True if it was a straggler against the estimate before it."""
+        """Record a duration; True if it was a straggler against the estimate before it (a task's first call, or
+        one whose estimate is under a millisecond, never is)."""
         before = self.means.get(task_id)
         straggler = before is not None and before > 1e-3 and seconds > self.straggler_factor * before
         self.stragglers += int(straggler)
@@ -43,16 +65,22 @@ class DurationEstimator:
         return sorted(task_ids, key=lambda t: -self.estimate(t))
 
     def state_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy of the estimates and counters."""
         return {"means": dict(self.means), "overall": self.overall, "seen": self.seen,
                 "stragglers": self.stragglers}
 
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
+        """Restore a `state_dict()`; StateDictError (and nothing changed) if it is malformed."""
         try:
-            means = {str(k): float(v) for k, v in data["means"].items()}
-            overall, seen, stragglers = float(data["overall"]), int(data["seen"]), int(data["stragglers"])
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise StateDictError(f"bad duration estimator state: {exc!r}") from exc
-        self.means, self.overall, self.seen, self.stragglers = means, overall, seen, stragglers
+            raw, overall, seen, stragglers = data["means"], data["overall"], data["seen"], data["stragglers"]
+        except (KeyError, TypeError) as exc:
+            raise StateDictError(f"bad duration estimator state: missing {exc!r}") from exc
+        if not isinstance(raw, Mapping):
+            raise StateDictError(f"bad duration estimator state: means must be a mapping, got {type(raw).__name__}")
+        means = {str(k): _amount(v, f"means[{k!r}]") for k, v in raw.items()}
+        loaded = (_amount(overall, "overall"), _counter(seen, "seen"), _counter(stragglers, "stragglers"))
+        self.means = means
+        self.overall, self.seen, self.stragglers = loaded
 
 
 def seeded_order(items: Sequence[str], *, seed: int, salt: str) -> list[str]:

@@ -8,6 +8,11 @@ gets the last units of a budget are functions of (seed, round, worker), and call
 within each phase (so diff ids, the numbers of their propose calls, are too): a run with deterministic async user
 functions and a fake clock is reproducible bit for bit, event log included. (A synchronous user function runs in a
 worker thread; threads finish in no fixed order, which may reorder the log, though not the verdicts.)
+
+When a round has more rollouts than `run` slots, they start longest first by the engine's duration estimates:
+the barrier waits for the slowest, so it should not start last. Only the start order changes (each worker keeps
+its task, results keep worker order); the estimates come from the run's clock, so under a fake clock the order
+is fixed too, and under a real one only the rollouts' call numbers can vary, never a diff id or a verdict.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ R = TypeVar("R")
 Work = list[tuple[Candidate, Outcome]]
 
 
-async def _gather(fns: Sequence[Callable[[], Awaitable[R]]], *, limit: int) -> list[R | None]:
-    """Run the calls, at most `limit` at once, started in order; a call that runs out of budget gives None."""
+async def _gather(fns: Sequence[Callable[[], Awaitable[R]]], *, limit: int,
+                  order: Sequence[int] | None = None) -> list[R | None]:
+    """Run the calls, at most `limit` at once, started in `order` (indices into `fns`; by default as given);
+    results come back in the order of `fns`, and a call that runs out of budget gives None."""
     out: list[R | None] = [None] * len(fns)
     gate = anyio.Semaphore(max(1, limit))
 
@@ -42,9 +49,18 @@ async def _gather(fns: Sequence[Callable[[], Awaitable[R]]], *, limit: int) -> l
                 out[index] = None
 
     async with anyio.create_task_group() as group:
-        for index in range(len(fns)):
+        for index in range(len(fns)) if order is None else order:
             group.start_soon(one, index)
     return out
+
+
+def start_order(engine: Engine, task_ids: Sequence[str]) -> list[int]:
+    """The order to start calls of `run` on `task_ids` (indices): longest expected first when they outnumber the
+    run slots (stable: ties keep their order), else as given. Only the start order changes, never the calls."""
+    if len(task_ids) <= engine.config.workers.run_slots:
+        return list(range(len(task_ids)))
+    rank = {t: i for i, t in enumerate(engine.estimator.longest_first(list(dict.fromkeys(task_ids))))}
+    return sorted(range(len(task_ids)), key=lambda i: rank[task_ids[i]])
 
 
 def _affordable(engine: Engine, kind: str, wanted: int) -> int:
@@ -59,9 +75,9 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     workers = engine.config.workers
     snapshot = engine.head
     n = _affordable(engine, "rollouts", workers.rollout) if not engine.idle() else 0
-    rollouts = await _gather([
-        partial(engine.rollout, f"worker-{w}", snapshot, engine.pick_task(round_no * workers.rollout + w))
-        for w in range(n)], limit=workers.rollout)
+    tasks = [engine.pick_task(round_no * workers.rollout + w) for w in range(n)]
+    rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
+                             limit=workers.rollout, order=start_order(engine, tasks))
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]
     engine.counts["passed_rollouts"] += sum(1 for r in rollouts if r is not None and r.reward >= 1.0)
     k = _affordable(engine, "proposals", len(failing))
@@ -118,4 +134,4 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
 
 
-__all__ = ["run_round", "run_sync"]
+__all__ = ["run_round", "run_sync", "start_order"]
