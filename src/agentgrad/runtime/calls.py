@@ -27,6 +27,7 @@ import anyio
 import anyio.to_thread
 
 from agentgrad.errors import RewardError
+from agentgrad.runtime.fastpath import THREADS, FastPath, timed
 from agentgrad.runtime.priority import PrioritySemaphore
 
 MAX_OUTPUT_CHARS = 1_000_000
@@ -168,7 +169,9 @@ class Caller:
     until its function really returns, so a hung call that timed out keeps its place).
     """
 
-    def __init__(self, *, threads: int, timeout: float, clock: Callable[[], float]) -> None:
+    def __init__(self, *, threads: int, timeout: float, clock: Callable[[], float],
+                 inline_reward: bool = True) -> None:
+        self.reward_path = FastPath(enabled=inline_reward)
         self.limiter = anyio.CapacityLimiter(max(1, threads))
         self._threads = anyio.CapacityLimiter(max(1, threads))  # never waited on: `limiter` is taken first
         self.busy = ThreadBound(threads)
@@ -245,10 +248,22 @@ class Caller:
                                outcome.seconds, outcome.usage)
         return CallOutcome(text, None, outcome.seconds, outcome.usage)
 
+    async def _reward_value(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """A plain reward runs in a thread, or on the event loop once it proved fast (`FastPath`)."""
+        path = self.reward_path
+        if inspect.iscoroutinefunction(fn) or path.mode == THREADS:
+            return await self.invoke(fn, args)
+        if path.inline:
+            value, seconds = timed(fn, args, self.clock)
+        else:
+            value, seconds = await self.invoke(timed, (fn, args, self.clock))
+        path.observe(seconds)
+        return value
+
     async def reward(self, fn: Callable[..., Any], task: Any, task_id: str, output: str) -> float:
         """Call `reward`; anything but a finite number in [0, 1] (or a raise, or a timeout) is a `RewardError`."""
         try:
-            value: Any = await self.invoke(fn, (task, output))
+            value: Any = await self._reward_value(fn, (task, output))
             if isinstance(value, Awaitable):
                 value = await value
         except TimeoutError as exc:

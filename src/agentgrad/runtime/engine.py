@@ -65,7 +65,8 @@ class Engine(Recorder):
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
         self.store, self.aggregator = store, aggregator
         self.meter = Meter(budget)
-        self.caller = Caller(threads=config.workers.threads, timeout=config.timeout, clock=clock)
+        self.caller = Caller(threads=config.workers.threads, timeout=config.timeout, clock=clock,
+                             inline_reward=config.inline_reward)
         self.run_slots = Slots(config.workers.run_slots)
         self.propose_slots = Slots(config.workers.propose)
         self.estimator = DurationEstimator()
