@@ -371,3 +371,36 @@ def test_a_decided_window_cancels_the_calls_still_in_flight() -> None:
     assert stuck not in {r.task_id for r in evidence.rows} and not evidence.full
     assert posterior_summary(evidence, delta=0.05, margin=0.02).passes  # decided without it
     assert sorted(cancelled) == ["base", "cand"]  # both of its calls were cancelled, not left running
+
+
+def test_a_cached_base_score_is_read_not_awaited_and_only_the_candidate_is_scored() -> None:
+    val = [f"v{i}" for i in range(6)]
+    table = {"base": dict.fromkeys(val, 0.0), "cand": dict.fromkeys(val, 1.0)}
+    scores = _Scores(table)
+    cache = ScoreCache(scores)
+    for task in val:
+        cache.put("base", task, 0.0)  # e.g. from rollouts on the head
+    asked: list[tuple[str, str]] = []
+
+    async def score(text: str, task_id: str) -> float:
+        asked.append((text, task_id))
+        return await cache.get(text, task_id)
+
+    gate = Gate(score, val, GateConfig(chunk=6, early_stop=False), seed=0, margin=0.02,
+                estimator=DurationEstimator(), peek=cache.peek)
+
+    async def main() -> Evidence:
+        return await gate.evidence("d1", "base", 0, "cand", delta=0.05, windowed=True)
+
+    evidence = anyio.run(main)
+    assert {r.task_id: (r.base, r.candidate) for r in evidence.rows} == dict.fromkeys(val, (0.0, 1.0))
+    assert sorted(asked) == sorted(("cand", t) for t in val)  # the base was never asked for
+    assert scores.calls == Counter({"cand": 6}) and cache.hits == 6
+
+
+def test_peek_reads_the_cache_without_computing() -> None:
+    scores = _Scores({"t": {"a": 0.5}})
+    cache = ScoreCache(scores)
+    assert cache.peek("t", "a") is None and cache.hits == 0
+    assert anyio.run(cache.get, "t", "a") == 0.5
+    assert cache.peek("t", "a") == 0.5 and cache.hits == 1 and scores.calls["t"] == 1

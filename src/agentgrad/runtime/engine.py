@@ -76,7 +76,7 @@ class Engine(Recorder):
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
-                         margin=config.acceptance.margin, estimator=self.estimator)
+                         margin=config.acceptance.margin, estimator=self.estimator, peek=self.cache.peek)
         self.health = RunHealth(config.workers.run_slots, self.counts)
         self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
         self.open: dict[str, Diff] = {}

@@ -68,8 +68,9 @@ class Gate:
     """Builds evidence for candidates; `score(text, task_id)` is the runtime's cached, budgeted evaluation."""
 
     def __init__(self, score: Score, val_ids: Sequence[str], config: GateConfig, *, seed: int, margin: float,
-                 estimator: DurationEstimator, prior: tuple[float, float] = SKEPTICAL_PRIOR) -> None:
-        self.score, self.val_ids, self.config = score, list(val_ids), config
+                 estimator: DurationEstimator, prior: tuple[float, float] = SKEPTICAL_PRIOR,
+                 peek: Callable[[str, str], float | None] | None = None) -> None:
+        self.score, self.val_ids, self.config, self.peek = score, list(val_ids), config, peek
         self.seed, self.margin, self.prior, self.estimator = seed, margin, prior, estimator
         self.tasks_skipped = 0
         self.tasks_carried = 0
@@ -102,8 +103,12 @@ class Gate:
         return {t: (scores[(t, 0)], scores[(t, 1)]) for t in ids}
 
     async def _pair(self, texts: tuple[str, str], task_id: str) -> tuple[float, float]:
-        """Base and candidate scores on one task, both at once; OutOfBudget if either could not run."""
-        return (await self.score_pairs(texts, [task_id]))[task_id]
+        """Base and candidate scores on one task, both at once; OutOfBudget if either could not run. When `peek`
+        finds the base's score cached (the usual case) only the candidate is scored, with no task group."""
+        base = self.peek(texts[0], task_id) if self.peek is not None else None
+        if base is None:
+            return (await self.score_pairs(texts, [task_id]))[task_id]
+        return base, await self.score(texts[1], task_id)
 
     async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
                         known: dict[str, tuple[float, float]], random: bool) -> dict[str, tuple[float, float]]:

@@ -30,6 +30,12 @@ class ScoreCache:
             self.scores.pop(next(iter(self.scores)))
         self.scores[(content_hash(text), task_id)] = score
 
+    def peek(self, text: str, task_id: str) -> float | None:
+        """The cached score, if there is one (counted as a hit); None, without computing anything, otherwise."""
+        score = self.scores.get((content_hash(text), task_id))
+        self.hits += score is not None
+        return score
+
     async def get(self, text: str, task_id: str) -> float:
         """The score of `text` on `task_id`, computed at most once."""
         key = (content_hash(text), task_id)
