@@ -87,7 +87,7 @@ def test_a_reward_that_raises_inline_is_still_a_reward_error_naming_the_task() -
         for i in range(20):
             await caller.reward(reward, "task", f"t{i}", "out")
         assert caller.reward_path.inline
-        with pytest.raises(RewardError, match="reward raised on task 't20'.*KeyError"):
+        with pytest.raises(RewardError, match=r"reward raised on task 't20'.*KeyError"):
             await caller.reward(reward, "task", "t20", "out")
 
     anyio.run(main)

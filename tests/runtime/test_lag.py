@@ -1,12 +1,13 @@
-"""The lag budget of the asynchronous runtime: with `Staleness(async_ratio=k)`, every rollout is dispatched on a
-snapshot at most k versions behind the head at that moment, and the bound is tight (workers do lag up to it).
-
-The bound holds at dispatch; a rollout may then wait for a `run` slot (gate calls go first) while the head moves on.
+"""The lag budget of the asynchronous runtime: with `Staleness(async_ratio=k)`, every rollout starts (its `run`
+slot granted) on a snapshot at most k versions behind the head at that moment, and the bound is tight (workers do
+lag up to it). The check is made when the slot is granted, not at dispatch: a rollout may wait for a slot (gate
+calls go first) while the head moves on.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +31,20 @@ ROLLOUT_TURNS = 40
 
 
 class _Watched(Engine):
-    """The engine, noting (head version, snapshot version) as each rollout is dispatched.
-
-    The async runtime's rollout worker checks its snapshot against the head and calls `rollout` with no await in
-    between, so the head seen here is the head at dispatch.
-    """
+    """The engine, noting (head version, snapshot version) as each rollout's `run` slot is granted (the moment
+    the runtime's lag check `refresh` runs, right before the user's `run` is called)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.dispatched: list[tuple[int, int]] = []
 
-    async def rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout:
-        self.dispatched.append((self.head.version, snapshot.version))
-        return await super().rollout(worker, snapshot, task_id)
+    async def rollout(self, worker: str, snapshot: Snapshot, task_id: str,
+                      refresh: Callable[[Snapshot], Snapshot] | None = None) -> Rollout:
+        def watched(current: Snapshot) -> Snapshot:
+            chosen = refresh(current) if refresh is not None else current
+            self.dispatched.append((self.head.version, chosen.version))
+            return chosen
+        return await super().rollout(worker, snapshot, task_id, refresh=watched)
 
 
 def _lags(store: Path, async_ratio: int) -> tuple[list[int], int]:
@@ -61,8 +63,9 @@ def _lags(store: Path, async_ratio: int) -> tuple[list[int], int]:
     async def reward(task: Task, output: str) -> float:  # async: no worker threads, so the run is repeatable
         return bot.reward(task, output)
 
-    # KEEP: stale diffs are still rebased and committed, so commits keep coming whatever the lag
-    config = RunConfig(workers=Workers(rollout=8, propose=4, gate=4), fuse_wait=0.0, seed=1,
+    # KEEP: stale diffs are still rebased and committed, so commits keep coming whatever the lag; 3 slots for 12
+    # workers: rollouts wait for a slot while gate calls go first and the head moves on
+    config = RunConfig(workers=Workers(rollout=8, propose=4, gate=4, slots=3), fuse_wait=0.0, seed=1,
                        staleness=Staleness(async_ratio=async_ratio, policy=StalePolicy.KEEP))
     splits = bot.splits()
 

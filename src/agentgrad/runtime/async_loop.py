@@ -7,8 +7,8 @@
 Each pool has its own size; the user's `run` is bounded by the engine's run slots and `propose` (and `repair`)
 by its propose slots. Channels are bounded, so a slow gate or aggregator holds the proposers back, and slow
 proposers hold the rollout workers back (backpressure). A rollout worker refreshes its snapshot once the head is
-more than `async_ratio` versions ahead. Every task lives in one task group; the loop ends when the budgets run out
-(or nothing more can be evaluated) and every channel has drained.
+more than `async_ratio` versions ahead, checked when its run slot is granted. Every task lives in one task group;
+the loop ends when the budgets run out (or nothing more can be evaluated) and every channel has drained.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.promote import maybe_promote
-from agentgrad.runtime.records import Proposed, Rollout
+from agentgrad.runtime.records import Proposed, Rollout, Snapshot
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
 from agentgrad.runtime.throttle import Throttle
 from agentgrad.runtime.workqueue import WorkQueue
@@ -71,18 +71,22 @@ def _starved(engine: Engine) -> bool:
 async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout], throttle: Throttle) -> None:
     name = f"worker-{index}"
     snapshot = engine.head
+
+    def lag(current: Snapshot) -> Snapshot:
+        """The lag budget, applied when the rollout's run slot is granted: refresh once the head is more than
+        `async_ratio` versions ahead."""
+        return engine.head if engine.head.version - current.version > engine.config.staleness.async_ratio else current
     try:
         async with out:
             while True:
                 await throttle.turn(index)
                 if _starved(engine) or engine.meter.remaining("proposals") <= 0:  # else a rollout leads nowhere
                     return
-                if engine.head.version - snapshot.version > engine.config.staleness.async_ratio:
-                    snapshot = engine.head
                 task = engine.pick_task(engine.counts["rollout_dispatch"])
                 engine.counts["rollout_dispatch"] += 1
                 try:
-                    rollout = await engine.rollout(name, snapshot, task)
+                    rollout = await engine.rollout(name, snapshot, task, refresh=lag)
+                    snapshot = rollout.snapshot
                     await out.send(rollout)
                 except (OutOfBudget, *_GONE):
                     return  # the budget is spent, or every proposer has stopped

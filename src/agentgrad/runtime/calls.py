@@ -205,17 +205,18 @@ class Caller:
                     bound.wake()
                 raise
 
-    async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None,
-                   priority: int = 0) -> CallOutcome:
+    async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None, priority: int = 0,
+                   late: Callable[[], tuple[Any, ...]] | None = None) -> CallOutcome:
         """Call `fn(*args)`; exceptions and timeouts become an outcome with an error, never a raise.
 
         With `slots`, the call first waits for a free slot (that wait is not part of the timeout); waiting calls
-        get slots in order of `priority` (lower first), then of arrival.
+        get slots in order of `priority` (lower first), then of arrival. With `late`, the arguments are made by
+        `late()` once the slot is granted (so they can be as fresh as possible), and `args` is ignored.
         """
         if slots is None:
-            return await self._call(fn, args, None)
+            return await self._call(fn, late() if late is not None else args, None)
         async with slots.queue.hold(priority):
-            return await self._call(fn, args, slots.running)
+            return await self._call(fn, late() if late is not None else args, slots.running)
 
     async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
                     running: ThreadBound | None) -> CallOutcome:
@@ -234,9 +235,10 @@ class Caller:
         return CallOutcome(value, None, seconds, usage)
 
     async def run(self, fn: Callable[..., Any], rendered: str, task: Any, *, slots: Slots | None = None,
-                  priority: int = 0) -> CallOutcome:
-        """Call `run` and check that it returned text (a string, or an object with a `.text` string)."""
-        outcome = await self.call(fn, rendered, task, slots=slots, priority=priority)
+                  priority: int = 0, late: Callable[[], tuple[Any, ...]] | None = None) -> CallOutcome:
+        """Call `run` and check that it returned text (a string, or an object with a `.text` string); `late`
+        as in `call`."""
+        outcome = await self.call(fn, rendered, task, slots=slots, priority=priority, late=late)
         if not outcome.ok:
             return outcome
         text = _text_of(outcome.value)

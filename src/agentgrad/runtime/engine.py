@@ -141,27 +141,34 @@ class Engine(Recorder):
                                "cost": actual.get("cost", 0.0)})
 
     async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
-                       subject: str, *, text_result: bool = False) -> CallOutcome:
+                       subject: str, *, text_result: bool = False,
+                       late: Callable[[], tuple[Any, ...]] | None = None) -> CallOutcome:
         """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation.
 
-        Gate evaluations wait for a slot ahead of rollouts: they decide what the rollouts already proposed."""
+        Gate evaluations wait for a slot ahead of rollouts: they decide what the rollouts already proposed. `late`
+        makes the arguments once the slot is granted (see `Caller.call`)."""
         call_id, reserved = self.reserve(kind)
         outcome: CallOutcome | None = None
         priority = 0 if kind == "gate_evals" else 1
         try:
             if text_result:
-                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority)
+                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=late)
             else:
-                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority)
+                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=late)
         finally:
             self.settle(call_id, kind, reserved, outcome, subject)
         return outcome
 
     # -- calling run -----------------------------------------------------------------------------------------
-    async def call_run(self, kind: str, text: str, task_id: str) -> CallOutcome:
-        """One budgeted, slot-bounded call of the user's `run` on `task_id` with `text` rendered."""
-        args = (self.strategy.render(text), self.tasks[task_id])
-        outcome = await self.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True)
+    async def call_run(self, kind: str, text: str, task_id: str,
+                       late: Callable[[], str] | None = None) -> CallOutcome:
+        """One budgeted, slot-bounded call of the user's `run` on `task_id` with `text` rendered (or, with `late`,
+        the text `late()` gives once the slot is granted)."""
+        task = self.tasks[task_id]
+        args = (self.strategy.render(text) if late is None else "", task)  # with `late`, replaced by its result
+        lazy = None if late is None else (lambda: (self.strategy.render(late()), task))
+        outcome = await self.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True,
+                                      late=lazy)
         if self.estimator.observe(task_id, outcome.seconds):
             self.counts["stragglers"] += 1
         self.health.observe(None if outcome.ok else str(outcome.error))
@@ -191,9 +198,19 @@ class Engine(Recorder):
             self.emit("idle", {"rollouts_without_a_proposal": self.counts["idle_rollouts"]})
         return idle
 
-    async def rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout:
-        """Run the agent with `snapshot` on a training task and score it."""
-        outcome = await self.call_run("rollouts", snapshot.text, task_id)
+    async def rollout(self, worker: str, snapshot: Snapshot, task_id: str,
+                      refresh: Callable[[Snapshot], Snapshot] | None = None) -> Rollout:
+        """Run the agent with `snapshot` on a training task and score it. With `refresh`, the snapshot is
+        `refresh(snapshot)` at the moment the run slot is granted (the rollout records the one it used)."""
+        used = [snapshot]
+
+        def fresh() -> str:
+            if refresh is not None:
+                used[0] = refresh(used[0])
+            return used[0].text
+
+        outcome = await self.call_run("rollouts", snapshot.text, task_id, late=None if refresh is None else fresh)
+        snapshot = used[0]
         reward = 0.0
         if outcome.ok:
             reward = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
