@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +103,25 @@ def replay_store(store: Path) -> ReplayReport:
     finally:
         log.close()
         lib.close()
+
+
+class Occupancy:
+    """How many threads are inside a block at once: `now`, the most so far (`peak`) and how many entered."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = self.peak = self.entered = 0
+
+    @contextmanager
+    def inside(self) -> Iterator[int]:
+        """Count this thread in while the block runs; yields its entry number (1 for the first)."""
+        with self._lock:
+            self.now += 1
+            self.entered += 1
+            self.peak = max(self.peak, self.now)
+            number = self.entered
+        try:
+            yield number
+        finally:
+            with self._lock:
+                self.now -= 1

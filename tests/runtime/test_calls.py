@@ -15,6 +15,7 @@ import pytest
 
 from agentgrad.errors import RewardError
 from agentgrad.runtime.calls import MAX_OUTPUT_CHARS, Caller, CallOutcome, Slots, ThreadBound, Usage
+from tests.runtime.helpers import Occupancy
 
 
 def _caller(timeout: float = 5.0) -> Caller:
@@ -130,21 +131,14 @@ def test_hanging_async_run_times_out_and_is_cancelled_cleanly() -> None:
 def test_a_timed_out_sync_run_keeps_its_slot_until_it_really_returns() -> None:
     release = threading.Event()
     calls: list[str] = []
-    lock = threading.Lock()
-    running = {"now": 0, "max": 0}
+    running = Occupancy()
 
     def run(rendered: str, task: str) -> str:
-        with lock:
+        with running.inside():
             calls.append(task)
-            running["now"] += 1
-            running["max"] = max(running["max"], running["now"])
-        try:
             if task == "hang":
                 release.wait(10)
             return "done"
-        finally:
-            with lock:
-                running["now"] -= 1
 
     async def main() -> tuple[CallOutcome, CallOutcome, CallOutcome]:
         caller, slots = _caller(timeout=0.05), Slots(1)
@@ -160,7 +154,7 @@ def test_a_timed_out_sync_run_keeps_its_slot_until_it_really_returns() -> None:
     assert queued.error == "timed out after 0.05 s"
     assert later.ok
     assert calls == ["hang", "later"]  # the queued call gave up without ever starting
-    assert running["max"] == 1
+    assert running.peak == 1
 
 
 def test_slots_bound_concurrent_async_calls() -> None:
@@ -270,21 +264,14 @@ def _wait_for(condition: Callable[[], bool]) -> None:
 def test_a_timed_out_sync_call_keeps_its_thread_until_it_really_returns() -> None:
     release = threading.Event()
     started: list[str] = []
-    lock = threading.Lock()
-    inside = {"now": 0, "max": 0}
+    inside = Occupancy()
 
     def work(name: str) -> str:
-        with lock:
+        with inside.inside():
             started.append(name)
-            inside["now"] += 1
-            inside["max"] = max(inside["max"], inside["now"])
-        try:
             if name == "hang":
                 release.wait(10)
             return "done"
-        finally:
-            with lock:
-                inside["now"] -= 1
 
     async def main() -> tuple[CallOutcome, CallOutcome, CallOutcome]:
         caller = Caller(threads=1, timeout=0.05, clock=time.monotonic)
@@ -301,7 +288,7 @@ def test_a_timed_out_sync_call_keeps_its_thread_until_it_really_returns() -> Non
     assert hung.error == other.error == "timed out after 0.05 s"
     assert later.ok
     assert started == ["hang", "later"]  # the second call gave up without starting: one thread was allowed
-    assert inside["max"] == 1
+    assert inside.peak == 1
 
 
 def test_a_thread_waiting_for_a_place_gives_up_as_soon_as_its_caller_does() -> None:
@@ -326,16 +313,11 @@ def test_a_thread_waiting_for_a_place_gives_up_as_soon_as_its_caller_does() -> N
 
 
 def test_the_thread_bound_caps_sync_calls_below_the_slots() -> None:
-    lock = threading.Lock()
-    inside = {"now": 0, "max": 0}
+    inside = Occupancy()
 
     def run(rendered: str, task: str) -> str:
-        with lock:
-            inside["now"] += 1
-            inside["max"] = max(inside["max"], inside["now"])
-        time.sleep(0.002)
-        with lock:
-            inside["now"] -= 1
+        with inside.inside():
+            time.sleep(0.002)
         return "ok"
 
     async def main() -> None:
@@ -349,4 +331,4 @@ def test_the_thread_bound_caps_sync_calls_below_the_slots() -> None:
                 group.start_soon(one)
 
     anyio.run(main)
-    assert inside["max"] == 2
+    assert inside.peak == 2

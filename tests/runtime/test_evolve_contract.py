@@ -17,7 +17,7 @@ from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
 from agentgrad.runtime.evolve import evolve
 from agentgrad.testing.agents import WorldAgent
-from tests.runtime.helpers import WORLD, agent, events, run
+from tests.runtime.helpers import WORLD, Occupancy, agent, events, run
 
 SMALL = Budget(rollouts=24, proposals=12, gate_evals=200)
 
@@ -115,24 +115,15 @@ def test_a_hung_sync_call_keeps_its_slot_evolve_returns_at_the_deadline_and_the_
         tmp_path: Path, asynchronous: bool) -> None:
     bot = agent()
     release = threading.Event()
-    lock = threading.Lock()
-    inside = {"now": 0, "max": 0, "calls": 0}
+    inside = Occupancy()
 
     def stuck_once(rendered: str, task: Task) -> str:
-        with lock:
-            inside["calls"] += 1
-            first = inside["calls"] == 1
-            inside["now"] += 1
-            inside["max"] = max(inside["max"], inside["now"])
-        try:
-            if first:
+        with inside.inside() as number:
+            if number == 1:
                 release.wait(10)  # hangs far past the run's deadline; nothing can kill it
             else:
                 time.sleep(0.002)
             return "failed"
-        finally:
-            with lock:
-                inside["now"] -= 1
 
     before = {t.ident for t in threading.enumerate()}
     tasks_left: list[int] = []
@@ -150,13 +141,13 @@ def test_a_hung_sync_call_keeps_its_slot_evolve_returns_at_the_deadline_and_the_
         assert result.ok, result.error
         assert tasks_left == [0]
         assert "cancelled" in [p["error"] for _, p in events(tmp_path, ["done"])]
-        assert inside["now"] == 1  # the hung call is still running ...
-        assert inside["calls"] > 2 and inside["max"] == 2  # ... and kept its slot: never more than 2 at once
+        assert inside.now == 1  # the hung call is still running ...
+        assert inside.entered > 2 and inside.peak == 2  # ... and kept its slot: never more than 2 at once
         assert _wait(lambda: len(_new_threads(before)) == 1)  # only its thread is left
     finally:
         release.set()
     assert _wait(lambda: not _new_threads(before))  # and it ends when the call returns
-    assert inside["now"] == 0
+    assert inside.now == 0
 
 
 @pytest.mark.parametrize(("asynchronous", "workers", "bound"), [
@@ -166,20 +157,15 @@ def test_a_hung_sync_call_keeps_its_slot_evolve_returns_at_the_deadline_and_the_
 def test_no_more_threads_run_a_plain_sync_run_at_once_than_allowed(tmp_path: Path, asynchronous: bool,
                                                                   workers: Workers, bound: int) -> None:
     bot = agent()
-    lock = threading.Lock()
-    inside = {"now": 0, "max": 0}
+    inside = Occupancy()
 
     def plain(rendered: str, task: Task) -> str:
-        with lock:
-            inside["now"] += 1
-            inside["max"] = max(inside["max"], inside["now"])
-        time.sleep(0.001)
-        with lock:
-            inside["now"] -= 1
+        with inside.inside():
+            time.sleep(0.001)
         return "solved" if WORLD.solve(rendered, task.id) >= 1.0 else "failed"
 
     result = run(tmp_path, bot, run=plain, asynchronous=asynchronous, workers=workers,
                  budget=Budget(rollouts=40, proposals=16, gate_evals=160))
     assert result.ok, result.error
     assert result.usage.rollouts + result.usage.gate_evals > 40
-    assert inside["max"] == bound  # reached, never exceeded
+    assert inside.peak == bound  # reached, never exceeded
