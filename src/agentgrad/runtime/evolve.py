@@ -211,12 +211,21 @@ async def _held_out_pair(engine: Engine, start: str, final: str, test_ids: Seque
     if engine.counts.get("held_out_unaffordable"):
         return None, None, "; the token or cost budget could not cover the held-out evaluation: not measured"
     engine.tell("held_out", {"tasks": len(test_ids), "texts": 1 if final == start else 2})
-    try:
-        baseline = await held_out(engine, start, test_ids)
-        learned = baseline if final == start else await held_out(engine, final, test_ids)
-    except OutOfBudget:
+    texts = [start] if final == start else [start, final]
+    means: dict[str, float | None] = {}
+
+    async def score(text: str) -> None:
+        try:
+            means[text] = await held_out(engine, text, test_ids)
+        except OutOfBudget:
+            return  # not in `means`: reported below
+
+    async with anyio.create_task_group() as group:  # both texts at once: one heavy tail, not two
+        for text in texts:
+            group.start_soon(score, text)
+    if len(means) < len(texts):
         return None, None, "; the budget ran out during the held-out evaluation: not measured"
-    return baseline, learned, ""
+    return means[start], means[final], ""
 
 
 async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: Path,
