@@ -36,6 +36,7 @@ from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
 
 Callback = Callable[[str, Mapping[str, Any]], None]
+STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: cancelling in-flight work takes 2-6 ms
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,10 @@ class Engine(Recorder):
 
     # -- budget ----------------------------------------------------------------------------------------------
     def time_left(self) -> float:
-        """Seconds until the wall-time budget runs out (inf when unlimited)."""
-        return self.meter.budget.limit("wall_time") - self.elapsed()
+        """Seconds until the loop must stop (inf when the wall time is unlimited): the wall-time budget less
+        `STOP_GUARD` of it, the time cancelling the work in flight takes, so the loop ends within the budget."""
+        limit = self.meter.budget.limit("wall_time")
+        return limit - min(STOP_GUARD, 0.02 * limit) - self.elapsed()
 
     def _amounts(self, kind: str) -> dict[str, float]:
         if kind == "test_evals":  # held-out calls draw on tokens and cost only, from the room set aside for them
@@ -379,13 +382,13 @@ class Engine(Recorder):
         self.in_step = False
         self.checkpoint()
 
-    def checkpoint(self) -> None:
-        """Write the resumable state (aggregator, estimator, counters, steps, elapsed time), unless a step is
-        half done (then the log, not a checkpoint, says where the run is)."""
+    def checkpoint(self, wall_time: float | None = None) -> None:
+        """Write the resumable state (aggregator, estimator, counters, steps, elapsed time, or `wall_time` when
+        given), unless a step is half done (then the log, not a checkpoint, says where the run is)."""
         if self.in_step:
             return
         self.events.put("checkpoint", {
             "step": self.steps, "seq": self.events.last_seq(), "aggregator": self.aggregator.state_dict(),
             "estimator": self.estimator.state_dict(), "counts": dict(self.counts), "calls": self.calls,
             "promotion": self.promotion.state_dict(), "promotion_due": self.promotion_due,
-            "wall_time": self.elapsed()})
+            "wall_time": self.elapsed() if wall_time is None else wall_time})

@@ -145,10 +145,10 @@ async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: 
         store.close()
         events.close()
         raise
+    engine.meter.used["wall_time"] = engine.elapsed()  # the loop's time; closing its books below is not part of it
     engine.close_open("not decided: the run ended (budget, time or an error) before its evaluation finished; "
                       "a resumed run evaluates it again")
-    engine.meter.used["wall_time"] = engine.elapsed()
-    engine.checkpoint()
+    engine.checkpoint(wall_time=engine.meter.used["wall_time"])
     return await _finish(engine, splits, artifact, run_dir, error)
 
 
