@@ -33,6 +33,31 @@ def show(kind: str, payload: Mapping[str, Any]) -> None:
     print(f" {mark} {payload['diff_id']} {payload['outcome']:<10} [{payload['stage']}] {payload['reason'][:110]}")
 
 
+class SlotMeter:
+    """A callback: when each `run` call of the loop (rollouts and gate) held its slot, from the `call` events."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []  # (stage, start, end)
+
+    def __call__(self, kind: str, payload: Mapping[str, Any]) -> None:
+        if kind == "call" and payload["stage"] in ("rollouts", "gate_evals"):
+            end = float(payload["end"])
+            self.spans.append((str(payload["stage"]), end - float(payload["seconds"]), end))
+
+    def busy(self, slots: int, until: float | None = None) -> float:
+        """Share of `slots` busy from the first call to `until` (default: the last call's end)."""
+        start = min(s for _, s, _ in self.spans)
+        stop = max(e for _, _, e in self.spans) if until is None else until
+        held = sum(max(0.0, min(e, stop) - s) for _, s, e in self.spans)
+        return held / (slots * (stop - start))
+
+    def report(self, slots: int) -> str:
+        """Slot use while rollouts ran, and over the whole loop (its end drains the last gate checks)."""
+        rollouts_end = max(e for stage, _, e in self.spans if stage == "rollouts")
+        return (f"slots busy: {self.busy(slots, rollouts_end):.2f} while rollouts ran, {self.busy(slots):.2f} over the "
+                "whole loop (at its end the last gate checks drain with few calls in flight)")
+
+
 def show_git(run_dir: Path, limit: int = 3) -> None:
     """Print the last commits of the git mirror's dev branch."""
     repo = Repo(str(run_dir / "library.git"))
@@ -59,9 +84,10 @@ def main() -> None:
     workers = Workers(rollout=args.slots // 2, propose=args.slots // 4, gate=args.slots // 4, slots=args.slots)
     print(f"evolving {world.artifact.id} on {len(world.tasks)} tasks, {'sync' if args.sync else 'async'} runtime, "
           f"{args.slots} slots; verdicts as they happen (+ kept):")
+    meter = SlotMeter()
     result = evolve(agent.splits(), agent.reward, agent=agent, strategy=world.strategy, artifact=world.artifact,
                     budget=Budget(rollouts=args.rollouts), workers=workers, asynchronous=not args.sync,
-                    store=args.run_dir, seed=args.seed, callbacks=[show])
+                    store=args.run_dir, seed=args.seed, callbacks=[show, meter])
     print("\nlearned skill:\n" + "\n".join("  " + line for line in result.rendered.splitlines()))
     print("\n" + result.summary())
     mean_latency = args.median * math.exp(1.5**2 / 2)
@@ -70,6 +96,7 @@ def main() -> None:
     limit = args.slots / mean_latency
     print(f"throughput: {rate:.0f} run calls/s against a limit of {limit:.0f}/s "
           f"({args.slots} slots / {1000 * mean_latency:.0f} ms mean latency): efficiency {rate / limit:.2f}")
+    print(meter.report(args.slots))
     show_git(args.run_dir)
     if not result.ok:
         raise SystemExit(1)

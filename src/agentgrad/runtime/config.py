@@ -121,6 +121,9 @@ class RunConfig:
             commits (0: never).
         fuse_wait: seconds the asynchronous aggregator waits for candidates it sent back for a re-check, so that
             they reach one step and can fuse (None: four mean call durations; 0: never wait).
+        hedge: in the asynchronous runtime, a gate call still running this many times its task's expected
+            duration gets a twin call; the first answer wins and the other is cancelled (and charged). None or 0:
+            never (`runtime.hedge`).
         inline_reward: a plain (non-async) reward that proves fast (16 calls in a row under 0.5 ms) runs on the
             event loop instead of a thread; one inline call over 5 ms sends it back to threads for good
             (`runtime.fastpath`). False keeps every call in a thread.
@@ -136,6 +139,7 @@ class RunConfig:
     max_batch: int = 16
     promote_every: int = 3
     fuse_wait: float | None = None
+    hedge: float | None = 4.0
     inline_reward: bool = True
 
     def __post_init__(self) -> None:
@@ -147,6 +151,10 @@ class RunConfig:
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))
                                  or not math.isfinite(wait) or wait < 0):
             raise ConfigError(f"RunConfig.fuse_wait must be None or a finite number of seconds >= 0, got {wait!r}")
+        hedge = self.hedge
+        if hedge is not None and (isinstance(hedge, bool) or not isinstance(hedge, (int, float))
+                                  or not math.isfinite(hedge) or hedge < 0):
+            raise ConfigError(f"RunConfig.hedge must be None or a finite factor >= 0, got {hedge!r}")
         for name, low in (("seed", None), ("max_batch", 1), ("promote_every", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
@@ -165,4 +173,4 @@ class RunConfig:
                 "acceptance": {"delta": delta, "margin": a.margin}, "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
                 "promote_every": self.promote_every, "fuse_wait": self.fuse_wait,
-                "inline_reward": self.inline_reward}
+                "hedge": self.hedge, "inline_reward": self.inline_reward}

@@ -8,7 +8,7 @@ are handled in `stale.py`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +26,7 @@ from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
+from agentgrad.runtime.hedge import first_of
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
@@ -177,8 +178,25 @@ class Engine(Recorder):
         self.health.observe(None if outcome.ok else str(outcome.error))
         return outcome
 
+    async def _gate_call(self, text: str, task_id: str) -> CallOutcome:
+        """One gate call of `run`; in the asynchronous runtime, hedged once it runs `RunConfig.hedge` times its
+        task's expected duration (`runtime.hedge`)."""
+        expected = self.estimator.estimate(task_id)
+        if not self.config.asynchronous or not self.config.hedge or expected <= 0:
+            return await self.call_run("gate_evals", text, task_id)
+
+        def attempt(started: Callable[[], None]) -> Awaitable[CallOutcome]:
+            def fresh() -> str:
+                started()
+                return text
+            return self.call_run("gate_evals", text, task_id, late=fresh)
+
+        outcome, hedged = await first_of(attempt, self.config.hedge * expected)
+        self.counts["hedged_calls"] += hedged
+        return outcome
+
     async def _score_uncached(self, text: str, task_id: str) -> float:
-        outcome = await self.call_run("gate_evals", text, task_id)
+        outcome = await self._gate_call(text, task_id)
         if not outcome.ok:
             return 0.0
         return await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
