@@ -1,77 +1,79 @@
-"""Hedged calls: a call far past its expected time gets a twin; the first answer wins, the other is cancelled."""
+"""Hedged gate calls: a call far past its task's expected time is cut off (a straggler) and started again."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import pytest
 
 from agentgrad.data.task import Task
-from agentgrad.runtime.budget import Budget, OutOfBudget
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
-from agentgrad.runtime.hedge import first_of
 from tests.runtime.helpers import agent, run
 
 
-class _Attempts:
-    """Fake attempts: the n-th takes `seconds[n]` after a `queue` wait; records starts, ends and cancellations."""
-
-    def __init__(self, seconds: list[float], queue: float = 0.0, broke: int | None = None) -> None:
-        self.seconds, self.queue, self.broke = seconds, queue, broke
-        self.started: list[int] = []
-        self.cancelled: list[int] = []
-
-    async def __call__(self, started: Callable[[], None]) -> str:
-        number = len(self.started)
-        self.started.append(number)
-        if number == self.broke:
-            raise OutOfBudget("gate_evals")
-        await anyio.sleep(self.queue)  # waiting for a slot: not part of the delay
-        started()
-        try:
-            await anyio.sleep(self.seconds[number])
-        except anyio.get_cancelled_exc_class():
-            self.cancelled.append(number)
-            raise
-        return f"answer {number}"
-
-
-def _race(attempts: _Attempts, delay: float) -> tuple[str, bool]:
-    async def main() -> tuple[str, bool]:
+def _timed_call(caller: Caller, fn: Callable[[str, str], Awaitable[str]], patience: float | None) -> CallOutcome:
+    async def main() -> CallOutcome:
         with anyio.fail_after(5):
-            return await first_of(attempts, delay)
+            return await caller.run(fn, "text", "task", slots=Slots(1), patience=patience)
     return anyio.run(main)
 
 
-def test_a_call_that_answers_in_time_is_not_hedged() -> None:
-    attempts = _Attempts([0.001, 0.001])
-    assert _race(attempts, delay=0.2) == ("answer 0", False)
-    assert attempts.started == [0]
+def test_a_call_that_answers_within_its_patience_is_an_ordinary_outcome() -> None:
+    async def quick(rendered: str, task: str) -> str:
+        await anyio.sleep(0.001)
+        return "done"
+
+    outcome = _timed_call(Caller(threads=2, timeout=5.0, clock=time.monotonic), quick, patience=1.0)
+    assert outcome.ok and outcome.value == "done" and not outcome.straggler
 
 
-def test_a_straggler_gets_a_twin_whose_answer_wins_and_the_straggler_is_cancelled() -> None:
-    attempts = _Attempts([3.0, 0.001])
-    assert _race(attempts, delay=0.02) == ("answer 1", True)
-    assert attempts.started == [0, 1] and attempts.cancelled == [0]
+def test_a_call_past_its_patience_is_cut_off_as_a_straggler_not_as_evidence() -> None:
+    cancelled: list[bool] = []
+
+    async def stuck(rendered: str, task: str) -> str:
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(True)
+            raise
+        return "never"
+
+    started = time.monotonic()
+    outcome = _timed_call(Caller(threads=2, timeout=5.0, clock=time.monotonic), stuck, patience=0.02)
+    assert outcome.straggler and not outcome.ok and outcome.error == "no answer after 0.02 s"
+    assert cancelled == [True] and time.monotonic() - started < 1.0
 
 
-def test_the_delay_counts_from_the_start_of_the_call_not_from_the_wait_for_a_slot() -> None:
-    attempts = _Attempts([0.01, 0.01], queue=0.1)
-    assert _race(attempts, delay=0.05) == ("answer 0", False)  # 110 ms in all, but only 10 ms running
+def test_patience_longer_than_the_timeout_leaves_an_ordinary_timeout() -> None:
+    async def stuck(rendered: str, task: str) -> str:
+        await anyio.sleep(60)
+        return "never"
+
+    outcome = _timed_call(Caller(threads=2, timeout=0.02, clock=time.monotonic), stuck, patience=1.0)
+    assert not outcome.straggler and outcome.error == "timed out after 0.02 s"
 
 
-def test_a_first_attempt_the_budget_cannot_pay_for_raises_out_of_budget_itself() -> None:
-    with pytest.raises(OutOfBudget):
-        _race(_Attempts([0.01], broke=0), delay=0.01)
+def test_a_plain_function_past_its_patience_is_cut_off_too() -> None:
+    release = threading.Event()
 
+    def stuck(rendered: str, task: str) -> str:
+        release.wait(5)
+        return "late"
 
-def test_a_twin_the_budget_cannot_pay_for_is_not_made() -> None:
-    attempts = _Attempts([0.1, 0.001], broke=1)
-    assert _race(attempts, delay=0.01) == ("answer 0", True)
-    assert attempts.cancelled == []
+    async def main() -> CallOutcome:
+        caller = Caller(threads=2, timeout=5.0, clock=time.monotonic)
+        try:
+            return await caller.run(stuck, "text", "task", patience=0.02)
+        finally:
+            release.set()
+
+    outcome = anyio.run(main)
+    assert outcome.straggler and outcome.error == "no answer after 0.02 s"
 
 
 def test_an_async_run_hedges_a_stuck_gate_call_instead_of_waiting_for_it(tmp_path: Path) -> None:

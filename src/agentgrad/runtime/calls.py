@@ -33,6 +33,15 @@ from agentgrad.runtime.priority import PrioritySemaphore
 MAX_OUTPUT_CHARS = 1_000_000
 
 
+class Straggler(Exception):
+    """Raised by `Caller.invoke` when a call outlives its `patience` (shorter than the timeout): the caller may
+    start it again (a hedge against a stuck request)."""
+
+    def __init__(self, after: float) -> None:
+        super().__init__(f"no answer after {after:g} s")
+        self.after = after
+
+
 class _Abandoned(Exception):
     """Raised in a worker thread whose caller gave up before the function could start."""
 
@@ -103,6 +112,7 @@ class CallOutcome:
     error: str | None
     seconds: float
     usage: Usage = Usage()
+    straggler: bool = False  # cut off at its patience: not evidence about the example, start it again
 
     @property
     def ok(self) -> bool:
@@ -178,22 +188,34 @@ class Caller:
         self.timeout = timeout
         self.clock = clock
 
-    async def invoke(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                     running: ThreadBound | None = None) -> Any:
+    async def invoke(self, fn: Callable[..., Any], args: tuple[Any, ...], running: ThreadBound | None = None,
+                     patience: float | None = None) -> Any:
         """Call `fn(*args)` (awaiting it, or in the thread pool) under the timeout; exceptions propagate.
 
         Waiting for the admission queue is not part of the timeout. A timed-out synchronous call is abandoned: its
         thread finishes on its own and keeps its place in `busy` (and, with `running`, its slot) until then; a
-        call that meanwhile finds no place waits within its own timeout and, if that runs out, never starts.
+        call that meanwhile finds no place waits within its own timeout and, if that runs out, never starts. With
+        a `patience` shorter than the timeout, a call still running then is cut off the same way and `Straggler`
+        is raised instead of `TimeoutError` (one cancel scope either way: it costs nothing more).
         """
+        limit = self.timeout if patience is None else min(self.timeout, patience)
+        try:
+            return await self._invoke(fn, args, running, limit)
+        except TimeoutError:
+            if limit < self.timeout:
+                raise Straggler(limit) from None
+            raise
+
+    async def _invoke(self, fn: Callable[..., Any], args: tuple[Any, ...], running: ThreadBound | None,
+                      limit: float) -> Any:
         if inspect.iscoroutinefunction(fn):
-            with anyio.fail_after(self.timeout):
+            with anyio.fail_after(limit):
                 return await fn(*args)
         abandoned = threading.Event()
         bounds = (self.busy,) if running is None else (running, self.busy)
         async with self.limiter:
             try:
-                with anyio.fail_after(self.timeout):
+                with anyio.fail_after(limit):
                     value = await anyio.to_thread.run_sync(_guarded, fn, args, bounds, abandoned,
                                                            limiter=self._threads, abandon_on_cancel=True)
                     if inspect.isawaitable(value):
@@ -206,23 +228,26 @@ class Caller:
                 raise
 
     async def call(self, fn: Callable[..., Any], *args: Any, slots: Slots | None = None, priority: int = 0,
-                   late: Callable[[], tuple[Any, ...]] | None = None) -> CallOutcome:
+                   late: Callable[[], tuple[Any, ...]] | None = None, patience: float | None = None) -> CallOutcome:
         """Call `fn(*args)`; exceptions and timeouts become an outcome with an error, never a raise.
 
         With `slots`, the call first waits for a free slot (that wait is not part of the timeout); waiting calls
         get slots in order of `priority` (lower first), then of arrival. With `late`, the arguments are made by
-        `late()` once the slot is granted (so they can be as fresh as possible), and `args` is ignored.
+        `late()` once the slot is granted (so they can be as fresh as possible), and `args` is ignored. A call
+        cut off at its `patience` is an outcome with `straggler` set.
         """
         if slots is None:
-            return await self._call(fn, late() if late is not None else args, None)
+            return await self._call(fn, late() if late is not None else args, None, patience)
         async with slots.queue.hold(priority):
-            return await self._call(fn, late() if late is not None else args, slots.running)
+            return await self._call(fn, late() if late is not None else args, slots.running, patience)
 
-    async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                    running: ThreadBound | None) -> CallOutcome:
+    async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...], running: ThreadBound | None,
+                    patience: float | None) -> CallOutcome:
         start = self.clock()
         try:
-            value = await self.invoke(fn, args, running)
+            value = await self.invoke(fn, args, running, patience)
+        except Straggler as exc:
+            return CallOutcome(None, str(exc), self.clock() - start, straggler=True)
         except TimeoutError:
             return CallOutcome(None, f"timed out after {self.timeout:g} s", self.clock() - start)
         except Exception as exc:  # noqa: BLE001 - a user function's failure is this example's evidence
@@ -235,10 +260,11 @@ class Caller:
         return CallOutcome(value, None, seconds, usage)
 
     async def run(self, fn: Callable[..., Any], rendered: str, task: Any, *, slots: Slots | None = None,
-                  priority: int = 0, late: Callable[[], tuple[Any, ...]] | None = None) -> CallOutcome:
+                  priority: int = 0, late: Callable[[], tuple[Any, ...]] | None = None,
+                  patience: float | None = None) -> CallOutcome:
         """Call `run` and check that it returned text (a string, or an object with a `.text` string); `late`
-        as in `call`."""
-        outcome = await self.call(fn, rendered, task, slots=slots, priority=priority, late=late)
+        and `patience` as in `call`."""
+        outcome = await self.call(fn, rendered, task, slots=slots, priority=priority, late=late, patience=patience)
         if not outcome.ok:
             return outcome
         text = _text_of(outcome.value)

@@ -8,7 +8,7 @@ are handled in `stale.py`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,7 +26,6 @@ from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
-from agentgrad.runtime.hedge import first_of
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
@@ -146,7 +145,8 @@ class Engine(Recorder):
 
     async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
                        subject: str, *, text_result: bool = False,
-                       late: Callable[[], tuple[Any, ...]] | None = None) -> CallOutcome:
+                       late: Callable[[], tuple[Any, ...]] | None = None,
+                       patience: float | None = None) -> CallOutcome:
         """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation.
 
         Gate evaluations wait for a slot ahead of rollouts: they decide what the rollouts already proposed. `late`
@@ -156,44 +156,45 @@ class Engine(Recorder):
         priority = 0 if kind == "gate_evals" else 1
         try:
             if text_result:
-                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=late)
+                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=late,
+                                                patience=patience)
             else:
-                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=late)
+                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=late,
+                                                 patience=patience)
         finally:
             self.settle(call_id, kind, reserved, outcome, subject)
         return outcome
 
     # -- calling run -----------------------------------------------------------------------------------------
-    async def call_run(self, kind: str, text: str, task_id: str,
-                       late: Callable[[], str] | None = None) -> CallOutcome:
+    async def call_run(self, kind: str, text: str, task_id: str, late: Callable[[], str] | None = None,
+                       patience: float | None = None) -> CallOutcome:
         """One budgeted, slot-bounded call of the user's `run` on `task_id` with `text` rendered (or, with `late`,
-        the text `late()` gives once the slot is granted)."""
+        the text `late()` gives once the slot is granted); a call cut off at its `patience` is returned as a
+        straggler, not as evidence."""
         task = self.tasks[task_id]
         args = (self.strategy.render(text) if late is None else "", task)  # with `late`, replaced by its result
         lazy = None if late is None else (lambda: (self.strategy.render(late()), task))
         outcome = await self.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True,
-                                      late=lazy)
+                                      late=lazy, patience=patience)
+        if outcome.straggler:
+            return outcome
         if self.estimator.observe(task_id, outcome.seconds):
             self.counts["stragglers"] += 1
         self.health.observe(None if outcome.ok else str(outcome.error))
         return outcome
 
     async def _gate_call(self, text: str, task_id: str) -> CallOutcome:
-        """One gate call of `run`; in the asynchronous runtime, hedged once it runs `RunConfig.hedge` times its
-        task's expected duration (`runtime.hedge`)."""
+        """One gate call of `run`. In the asynchronous runtime, a call still running `RunConfig.hedge` times its
+        task's expected duration (from slot grant) is cut off and started again (a hedge against a stuck request;
+        the cut-off call is charged)."""
         expected = self.estimator.estimate(task_id)
         if not self.config.asynchronous or not self.config.hedge or expected <= 0:
             return await self.call_run("gate_evals", text, task_id)
-
-        def attempt(started: Callable[[], None]) -> Awaitable[CallOutcome]:
-            def fresh() -> str:
-                started()
-                return text
-            return self.call_run("gate_evals", text, task_id, late=fresh)
-
-        outcome, hedged = await first_of(attempt, self.config.hedge * expected)
-        self.counts["hedged_calls"] += hedged
-        return outcome
+        outcome = await self.call_run("gate_evals", text, task_id, patience=self.config.hedge * expected)
+        if not outcome.straggler:
+            return outcome
+        self.counts["hedged_calls"] += 1
+        return await self.call_run("gate_evals", text, task_id)
 
     async def _score_uncached(self, text: str, task_id: str) -> float:
         outcome = await self._gate_call(text, task_id)
