@@ -21,12 +21,13 @@ from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.schedules import delta_schedule
 from agentgrad.optim.tabu import TabuState, is_tabu
-from agentgrad.runtime.budget import KINDS, Budget, Meter, OutOfBudget
+from agentgrad.runtime.accounts import Accounts
+from agentgrad.runtime.budget import Budget, Meter
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
-from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
+from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.commit import commit_step
@@ -36,7 +37,6 @@ from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
 
 Callback = Callable[[str, Mapping[str, Any]], None]
-STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: cancelling in-flight work takes 2-6 ms
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,10 @@ class UserFunctions:
     repair: Callable[..., Any] | None = None
 
 
-class Engine(Recorder):
+class Engine(Accounts):
     """Shared stages of a run. Not thread-safe: used from one event loop.
 
-    State (besides the `Recorder`'s log and counters): the budget meter, the aggregator, the score cache, the
+    State (besides the `Accounts`' meter and the `Recorder`'s log and counters): the aggregator, the score cache, the
     duration estimator, the head snapshot, and `open`, the diffs without a final verdict in the store yet
     (proposals not yet decided, candidates held for more evidence).
     """
@@ -86,84 +86,12 @@ class Engine(Recorder):
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
-    # -- budget ----------------------------------------------------------------------------------------------
-    def time_left(self) -> float:
-        """Seconds until the loop must stop (inf when the wall time is unlimited): the wall-time budget less
-        `STOP_GUARD` of it, the time cancelling the work in flight takes, so the loop ends within the budget."""
-        limit = self.meter.budget.limit("wall_time")
-        return limit - min(STOP_GUARD, 0.02 * limit) - self.elapsed()
-
-    def _amounts(self, kind: str) -> dict[str, float]:
-        if kind == "test_evals":  # held-out calls draw on tokens and cost only, from the room set aside for them
-            return dict(self.held_out_amounts)
-        return self.meter.per_call(kind)
-
-    def reserve(self, kind: str) -> tuple[int, dict[str, float]]:
-        """Reserve one call of `kind` (and its token and cost bound) and log the dispatch; or raise OutOfBudget.
-        The wall-time budget bounds the loop: held-out calls (`test_evals`) come after it."""
-        amounts = self._amounts(kind)
-        if (kind != "test_evals" and self.time_left() <= 0) or not self.meter.reserve(amounts):
-            raise OutOfBudget(kind)
-        call_id = self.calls
-        self.calls += 1
-        self.log_soon("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
-        return call_id, amounts
-
+    # -- timing ----------------------------------------------------------------------------------------------
     def fuse_wait(self) -> float:
         """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
         `RunConfig.fuse_wait`, or by default four mean call durations."""
         wait = self.config.fuse_wait
         return 4 * self.estimator.overall if wait is None else wait
-
-    def affordable(self, kind: str, calls: int) -> bool:
-        """True if `calls` more calls of `kind` fit in every budget they draw on (count, tokens, cost)."""
-        return all(self.meter.remaining(k) >= amount * calls - 1e-9 for k, amount in self._amounts(kind).items())
-
-    def settle(self, call_id: int, kind: str, reserved: dict[str, float], outcome: CallOutcome | None,
-               subject: str) -> None:
-        """Turn a reservation into use and log the result (`subject`: the task id, or for a repair the diff id).
-
-        `outcome` None means the call was cancelled after it started: it is charged its reservation (it may
-        have spent that much), exactly as a resumed run counts a call that never reported back.
-        """
-        if outcome is None:
-            actual = dict(reserved)
-            error: str | None = "cancelled"
-            seconds = 0.0
-        else:
-            actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
-            if kind not in KINDS:
-                del actual[kind]
-            error, seconds = outcome.error, outcome.seconds
-        self.meter.settle(reserved, actual)
-        self.log_soon("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
-                               "error": error, "seconds": seconds})
-        if self.callbacks:
-            self.tell("call", {"call": call_id, "stage": kind, "task": subject, "error": error,
-                               "seconds": seconds, "end": self.clock(), "tokens": actual.get("tokens", 0.0),
-                               "cost": actual.get("cost", 0.0)})
-
-    async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
-                       subject: str, *, text_result: bool = False,
-                       late: Callable[[], tuple[Any, ...]] | None = None,
-                       patience: float | None = None) -> CallOutcome:
-        """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation.
-
-        Gate evaluations wait for a slot ahead of rollouts: they decide what the rollouts already proposed. `late`
-        makes the arguments once the slot is granted (see `Caller.call`)."""
-        call_id, reserved = self.reserve(kind)
-        outcome: CallOutcome | None = None
-        priority = 0 if kind == "gate_evals" else 1
-        try:
-            if text_result:
-                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=late,
-                                                patience=patience)
-            else:
-                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=late,
-                                                 patience=patience)
-        finally:
-            self.settle(call_id, kind, reserved, outcome, subject)
-        return outcome
 
     # -- calling run -----------------------------------------------------------------------------------------
     async def call_run(self, kind: str, text: str, task_id: str, late: Callable[[], str] | None = None,

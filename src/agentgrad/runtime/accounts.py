@@ -1,0 +1,99 @@
+"""The run's accounts: every call of a user function reserves its budget, is logged, and settles its spend.
+
+`Accounts` is the part of the engine that talks to the budget meter: `reserve` before a call is dispatched (or
+`OutOfBudget`), `settle` when it ends (a cancelled call is charged its reservation), `budgeted` for both around
+one call, and `time_left` for the loop's deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentgrad.runtime.budget import KINDS, Meter, OutOfBudget
+from agentgrad.runtime.calls import Caller, CallOutcome, Slots
+from agentgrad.runtime.records import Recorder
+
+STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: cancelling in-flight work takes 2-6 ms
+
+
+class Accounts(Recorder):
+    """Budgeted calls. State: the `meter`, the `caller` that runs user functions, and `held_out_amounts` (what
+    one held-out call reserves, from `Meter.unhold`); the engine sets them up."""
+
+    meter: Meter
+    caller: Caller
+    held_out_amounts: dict[str, float]
+
+    def time_left(self) -> float:
+        """Seconds until the loop must stop (inf when the wall time is unlimited): the wall-time budget less
+        `STOP_GUARD` of it, the time cancelling the work in flight takes, so the loop ends within the budget."""
+        limit = self.meter.budget.limit("wall_time")
+        return limit - min(STOP_GUARD, 0.02 * limit) - self.elapsed()
+
+    def _amounts(self, kind: str) -> dict[str, float]:
+        if kind == "test_evals":  # held-out calls draw on tokens and cost only, from the room set aside for them
+            return dict(self.held_out_amounts)
+        return self.meter.per_call(kind)
+
+    def reserve(self, kind: str) -> tuple[int, dict[str, float]]:
+        """Reserve one call of `kind` (and its token and cost bound) and log the dispatch; or raise OutOfBudget.
+        The wall-time budget bounds the loop: held-out calls (`test_evals`) come after it."""
+        amounts = self._amounts(kind)
+        if (kind != "test_evals" and self.time_left() <= 0) or not self.meter.reserve(amounts):
+            raise OutOfBudget(kind)
+        call_id = self.calls
+        self.calls += 1
+        self.log_soon("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
+        return call_id, amounts
+
+    def affordable(self, kind: str, calls: int) -> bool:
+        """True if `calls` more calls of `kind` fit in every budget they draw on (count, tokens, cost)."""
+        return all(self.meter.remaining(k) >= amount * calls - 1e-9 for k, amount in self._amounts(kind).items())
+
+    def settle(self, call_id: int, kind: str, reserved: dict[str, float], outcome: CallOutcome | None,
+               subject: str) -> None:
+        """Turn a reservation into use and log the result (`subject`: the task id, or for a repair the diff id).
+
+        `outcome` None means the call was cancelled after it started: it is charged its reservation (it may
+        have spent that much), exactly as a resumed run counts a call that never reported back.
+        """
+        if outcome is None:
+            actual = dict(reserved)
+            error: str | None = "cancelled"
+            seconds = 0.0
+        else:
+            actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
+            if kind not in KINDS:
+                del actual[kind]
+            error, seconds = outcome.error, outcome.seconds
+        self.meter.settle(reserved, actual)
+        self.log_soon("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
+                               "error": error, "seconds": seconds})
+        if self.callbacks:
+            self.tell("call", {"call": call_id, "stage": kind, "task": subject, "error": error,
+                               "seconds": seconds, "end": self.clock(), "tokens": actual.get("tokens", 0.0),
+                               "cost": actual.get("cost", 0.0)})
+
+    async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,
+                       subject: str, *, text_result: bool = False,
+                       late: Callable[[], tuple[Any, ...]] | None = None,
+                       patience: float | None = None) -> CallOutcome:
+        """Reserve, call `fn(*args)` within `slots`, settle; a cancelled call is charged its reservation.
+
+        Gate evaluations wait for a slot ahead of rollouts: they decide what the rollouts already proposed. `late`
+        makes the arguments once the slot is granted (see `Caller.call`)."""
+        call_id, reserved = self.reserve(kind)
+        outcome: CallOutcome | None = None
+        priority = 0 if kind == "gate_evals" else 1
+        try:
+            if text_result:
+                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=late,
+                                                patience=patience)
+            else:
+                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=late,
+                                                 patience=patience)
+        finally:
+            self.settle(call_id, kind, reserved, outcome, subject)
+        return outcome
+
