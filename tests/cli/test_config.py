@@ -45,6 +45,17 @@ def test_valid_configuration_is_accepted_with_defaults_filled_in() -> None:
     assert config.budget.rollouts == 10 and config.budget.gate_evals is None
 
 
+def test_run_settings_reach_the_run_config(tmp_path: Path) -> None:
+    from agentgrad.cli.launch import _options
+
+    text = BASE + "[run]\ntimeout = 30\nhedge = 2.5\nfuse_wait = 0\ninline_reward = false\n"
+    config = parse_config(ConfigSource(text, "toml", str(ROOT), "t.toml"))
+    run = _options(config, tmp_path, [], None)["config"]
+    assert (run.timeout, run.hedge, run.fuse_wait, run.inline_reward) == (30.0, 2.5, 0.0, False)
+    default = _options(parse_config(ConfigSource(BASE, "toml", str(ROOT), "t.toml")), tmp_path, [], None)["config"]
+    assert (default.timeout, default.hedge, default.inline_reward) == (120.0, 4.0, True)
+
+
 def test_workers_as_an_int_splits_like_workers_of() -> None:
     config = parse_config(ConfigSource(BASE + "[run]\nworkers = 8\n", "toml", str(ROOT), "t.toml"))
     assert (config.run.workers.rollout, config.run.workers.propose, config.run.workers.gate) == (8, 4, 4)
@@ -69,6 +80,8 @@ def test_workers_as_an_int_splits_like_workers_of() -> None:
     (BASE + "[run]\nworkers = 0\n", "run.workers", "int >= 1"),
     (BASE + "[run]\nasynchronous = 1\n", "run.asynchronous", "valid boolean"),
     (BASE + "[run]\nworkers = \"many\"\n", "run.workers", "a table of rollout"),
+    (BASE + "[run]\nhedge = -1\n", "run.hedge", "greater than or equal to 0"),
+    (BASE + "[run]\ntimeout = 0\n", "run.timeout", "greater than 0"),
     ("[task]\nworld = 3\n[budget]\nrollouts = 4\n", "task.world", "expected a table (got 3)"),
     (BASE + "[run]\nstaleness = { policy = \"repair\" }\n", "(top level)", "model.repair"),
     ('[task]\nworld = { p_right = 0.9 }\n[budget]\nrollouts = 4\n', "task.world", "must sum to 1"),

@@ -236,6 +236,10 @@ class RunSection(BaseModel):
     store: str | None = None
     staleness: StalenessSection = Field(default_factory=StalenessSection)
     promote_every: Annotated[int, Field(ge=0)] = 3
+    timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 120.0
+    hedge: Amount | None = 4.0
+    fuse_wait: Amount | None = None
+    inline_reward: bool = True
 
 
 class CliConfig(BaseModel):

@@ -36,7 +36,8 @@ def _options(config: CliConfig, run_dir: Path, callbacks: Sequence[Callback],
             "asynchronous": run.asynchronous, "store": run_dir, "callbacks": list(callbacks),
             "staleness": Staleness(stale.async_ratio, stale.alpha_max, StalePolicy(stale.policy),
                                    repair if stale.policy == "repair" else None),
-            "config": RunConfig(promote_every=run.promote_every)}
+            "config": RunConfig(promote_every=run.promote_every, timeout=run.timeout, hedge=run.hedge,
+                                fuse_wait=run.fuse_wait, inline_reward=run.inline_reward)}
 
 
 def _tasks(task: TaskSection) -> list[Task]:
