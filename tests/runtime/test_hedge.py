@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+import pytest
 
 from agentgrad.data.task import Task
 from agentgrad.runtime.budget import Budget
@@ -76,16 +77,17 @@ def test_a_plain_function_past_its_patience_is_cut_off_too() -> None:
     assert outcome.straggler and outcome.error == "no answer after 0.02 s"
 
 
-def test_an_async_run_hedges_a_stuck_gate_call_instead_of_waiting_for_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_an_async_run_hedges_a_stuck_call_instead_of_waiting_for_it(tmp_path: Path, split: str) -> None:
     bot = agent(median=0.002, sigma=0.5)
-    val = {t.id for t in bot.splits().val}
-    gate_calls = {"n": 0}
+    ids = {t.id for t in getattr(bot.splits(), split)}
+    calls = {"n": 0}
     stuck: list[str] = []
 
     async def run_fn(rendered: str, task: Task) -> str:
-        if task.id in val:
-            gate_calls["n"] += 1
-            if gate_calls["n"] == 5:  # one gate call hangs (a stuck request)
+        if task.id in ids:
+            calls["n"] += 1
+            if calls["n"] == 5:  # one gate call or rollout hangs (a stuck request)
                 stuck.append("started")
                 try:
                     await anyio.sleep(60)

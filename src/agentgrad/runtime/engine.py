@@ -111,21 +111,22 @@ class Engine(Accounts):
         self.health.observe(None if outcome.ok else str(outcome.error))
         return outcome
 
-    async def _gate_call(self, text: str, task_id: str) -> CallOutcome:
-        """One gate call of `run`. In the asynchronous runtime, a call still running `RunConfig.hedge` times its
-        task's expected duration (from slot grant) is cut off and started again (a hedge against a stuck request;
-        the cut-off call is charged)."""
+    async def hedged_run(self, kind: str, text: str, task_id: str,
+                         late: Callable[[], str] | None = None) -> CallOutcome:
+        """`call_run`; in the asynchronous runtime, a call still running `RunConfig.hedge` times its task's
+        expected duration (from slot grant) is cut off and started again once (a hedge against a stuck request:
+        at the end of a run, one such call would hold the whole run). The cut-off call is charged."""
         expected = self.estimator.estimate(task_id)
         if not self.config.asynchronous or not self.config.hedge or expected <= 0:
-            return await self.call_run("gate_evals", text, task_id)
-        outcome = await self.call_run("gate_evals", text, task_id, patience=self.config.hedge * expected)
+            return await self.call_run(kind, text, task_id, late=late)
+        outcome = await self.call_run(kind, text, task_id, late=late, patience=self.config.hedge * expected)
         if not outcome.straggler:
             return outcome
         self.counts["hedged_calls"] += 1
-        return await self.call_run("gate_evals", text, task_id)
+        return await self.call_run(kind, text, task_id, late=late)
 
     async def _score_uncached(self, text: str, task_id: str) -> float:
-        outcome = await self._gate_call(text, task_id)
+        outcome = await self.hedged_run("gate_evals", text, task_id)
         if not outcome.ok:
             return 0.0
         return await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
@@ -159,7 +160,7 @@ class Engine(Accounts):
                 used[0] = refresh(used[0])
             return used[0].text
 
-        outcome = await self.call_run("rollouts", snapshot.text, task_id, late=None if refresh is None else fresh)
+        outcome = await self.hedged_run("rollouts", snapshot.text, task_id, late=None if refresh is None else fresh)
         snapshot = used[0]
         reward = 0.0
         if outcome.ok:
