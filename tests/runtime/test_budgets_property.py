@@ -160,3 +160,13 @@ def test_calls_over_their_bound_raise_it_and_an_overshoot_fails_the_run_loudly(t
     assert not over.ok and isinstance(over.error, BudgetOvershotError)
     assert "tokens_per_call" in str(over.error) and "FAILED" in over.summary()
     assert over.usage.tokens > 20_000  # the overshoot is reported, not hidden
+
+
+def test_a_resumed_run_with_room_for_the_held_out_evaluation_measures_it(tmp_path: Path) -> None:
+    bot = agent(median=0.0005, sigma=1.0)
+    first = run(tmp_path, bot, run=_metered(bot, 90, 0.04), budget=Budget(cost=2.0, cost_per_call=0.05))
+    assert first.ok and first.test_reward is None
+    bot = agent(median=0.0005, sigma=1.0)
+    second = run(tmp_path, bot, run=_metered(bot, 90, 0.04), budget=Budget(cost=8.0, cost_per_call=0.05))
+    assert second.ok, second.error
+    assert second.test_reward is not None and second.usage.cost <= 8.0 + 1e-9

@@ -80,6 +80,7 @@ class Engine(Accounts):
                          margin=config.acceptance.margin, estimator=self.estimator, peek=self.cache.peek)
         self.health = RunHealth(config.workers.run_slots, self.counts)
         self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
+        self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)

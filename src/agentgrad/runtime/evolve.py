@@ -163,8 +163,8 @@ async def _loop(engine: Engine, resuming: bool, *, held_out_calls: int) -> Agent
         pending = restore(engine) if resuming else []
         if resuming:
             engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used, "in_flight": len(pending)})
-        if held_out_calls and not engine.meter.hold(held_out_calls):
-            engine.counts["held_out_unaffordable"] = 1
+        engine.held_out_affordable = not held_out_calls or engine.meter.hold(held_out_calls)
+        if not engine.held_out_affordable:
             log.warning("the token or cost budget cannot set aside the held-out evaluation (%d calls at the "
                         "per-call bound); the held-out reward will not be measured", held_out_calls)
         async with engine.group_commit():
@@ -208,7 +208,7 @@ async def _held_out_pair(engine: Engine, start: str, final: str, test_ids: Seque
     """Held-out rewards of the starting and the learned text (scored once when they are equal), and a note for
     the protocol when they could not be measured."""
     engine.held_out_amounts = engine.meter.unhold(len(test_ids) * (1 if final == start else 2))
-    if engine.counts.get("held_out_unaffordable"):
+    if not engine.held_out_affordable:
         return None, None, "; the token or cost budget could not cover the held-out evaluation: not measured"
     engine.tell("held_out", {"tasks": len(test_ids), "texts": 1 if final == start else 2})
     texts = [start] if final == start else [start, final]
