@@ -37,6 +37,7 @@ from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
 
 Callback = Callable[[str, Mapping[str, Any]], None]
+ROLLOUT_PATIENCE = 4.0  # a rollout is cut off at this many times the gate's hedge patience
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,9 @@ class Engine(Accounts):
         expected = self.estimator.estimate(task_id)
         if not self.config.asynchronous or not self.config.hedge or expected <= 0:
             return await self.call_run(kind, text, task_id, late=late)
-        outcome = await self.call_run(kind, text, task_id, late=late, patience=self.config.hedge * expected)
+        # a slow rollout holds nothing back until the end of a run, and cutting one off wastes it: far more patience
+        patience = self.config.hedge * expected * (ROLLOUT_PATIENCE if kind == "rollouts" else 1.0)
+        outcome = await self.call_run(kind, text, task_id, late=late, patience=patience)
         if not outcome.straggler:
             return outcome
         self.counts["hedged_calls"] += 1
