@@ -44,9 +44,10 @@ def test_staleness_refuses_negative_or_fractional_lags(fields: dict[str, Any]) -
 
 
 @pytest.mark.parametrize("fields", [{"timeout": 0}, {"timeout": -1.0}, {"timeout": math.nan}, {"timeout": math.inf},
-                                    {"max_batch": 0}, {"seed": "zero"}])
-def test_run_config_refuses_bad_timeouts_batches_and_seeds(fields: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError, match="RunConfig"):
+                                    {"max_batch": 0}, {"seed": "zero"}, {"hedge": -1}, {"hedge": math.nan},
+                                    {"hedge": "x"}, {"inline_reward": "yes"}, {"fuse_wait": -1}])
+def test_run_config_refuses_bad_timeouts_batches_seeds_and_knobs(fields: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match=f"RunConfig.{next(iter(fields))}"):
         RunConfig(**fields)
 
 

@@ -237,18 +237,21 @@ def test_stale_ref_locks_left_by_a_killed_sync_do_not_break_the_next_session(tmp
         assert store.git_lag() == 0
 
 
-def _two_sessions(run: Path, before_second: Callable[[], None] = lambda: None) -> None:
+def _two_sessions(run: Path, before_second: Callable[[], None] = lambda: None,
+                  before_commit: Callable[[], None] = lambda: None) -> None:
     """Session one adds an artifact; session two commits one diff (both with a fresh deterministic clock)."""
     with SQLiteStore(run, clock=Tick()) as store:
         store.add_artifact(Artifact("skills/a", Kind.SKILL, "x"))
     before_second()
     with SQLiteStore(run, clock=Tick()) as store:
+        before_commit()
         diff = Diff("skills/a", 0, (Op.replace("text", "x", "y"),))
         store.commit(diff, Evidence.paired({"t": 0.0}, {"t": 1.0}),
                      Decision(diff.id, "skills/a", Outcome.ACCEPTED, "accept", "ok", {}))
 
 
-def test_a_pack_half_landed_by_a_killed_sync_is_rewritten_by_the_next_session(tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["between_sessions", "while_open"])
+def test_a_pack_half_landed_by_a_killed_sync_is_rewritten_by_the_next_write(tmp_path: Path, when: str) -> None:
     reference = tmp_path / "reference"
     _two_sessions(reference)
     pack_dir = reference / "library.git" / "objects" / "pack"
@@ -263,7 +266,10 @@ def test_a_pack_half_landed_by_a_killed_sync_is_rewritten_by_the_next_session(tm
             (target / f"{name}.idx.lock").write_bytes(b"")
         (target / "tmpk1ll3d.pack").write_bytes(b"PACK")
 
-    _two_sessions(run, killed_while_indexing)
+    if when == "between_sessions":  # cleared when the next session opens the mirror
+        _two_sessions(run, before_second=killed_while_indexing)
+    else:  # another writer died after this one opened the mirror: cleared when the write meets its lock
+        _two_sessions(run, before_commit=killed_while_indexing)
     assert not list((run / "library.git" / "objects" / "pack").glob("*.lock"))
     with SQLiteStore(run) as store:
         assert store.git_lag() == 0

@@ -82,18 +82,20 @@ class Meter:
         self.budget = budget
         self.used: dict[str, float] = dict.fromkeys(KINDS, 0.0)
         self.reserved: dict[str, float] = dict.fromkeys(KINDS, 0.0)
-        self.bound: dict[str, float] = {"tokens": float(budget.tokens_per_call), "cost": float(budget.cost_per_call)}
+        self._floor = {"tokens": float(budget.tokens_per_call), "cost": float(budget.cost_per_call)}
+        self._limited = tuple(k for k in BOUNDED if budget.limit(k) != math.inf)  # the budget never changes
+        self.bound: dict[str, float] = dict(self._floor)
         self.held_calls = 0
         self.over_bound = 0  # calls that spent more than the bound reserved for them
 
     def per_call(self, kind: str | None) -> dict[str, float]:
         """What one call reserves: one of `kind` (None: no count) and the bound of each limited token/cost kind."""
         amounts = {} if kind is None else {kind: 1.0}
-        amounts.update({k: self.bound[k] for k in BOUNDED if self.budget.limit(k) != math.inf})
+        amounts.update({k: self.bound[k] for k in self._limited})
         return amounts
 
     def _held(self, kind: str) -> float:
-        return self.held_calls * self.bound[kind] if kind in BOUNDED and self.budget.limit(kind) != math.inf else 0.0
+        return self.held_calls * self.bound[kind] if kind in self._limited else 0.0
 
     def hold(self, calls: int) -> bool:
         """Set aside the token and cost bound of `calls` later calls, if they fit; False (nothing held) if not."""
@@ -142,7 +144,7 @@ class Meter:
         self._check(actual)
         for kind, amount in actual.items():
             self.used[kind] += amount
-        limited = [k for k in BOUNDED if k in actual and self.budget.limit(k) != math.inf]
+        limited = [k for k in self._limited if k in actual]
         self.over_bound += any(actual[k] > reserved.get(k, 0.0) + 1e-12 for k in limited)
         for kind in limited:
             self.bound[kind] = max(self.bound[kind], actual[kind])
@@ -191,5 +193,4 @@ class Meter:
                 any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
                     for v in data.values()):
             raise StateDictError(f"meter bound must map {BOUNDED} to finite numbers >= 0, got {data!r}")
-        floor = {"tokens": float(self.budget.tokens_per_call), "cost": float(self.budget.cost_per_call)}
-        return {k: max(float(data[k]), floor[k]) for k in BOUNDED}
+        return {k: max(float(data[k]), self._floor[k]) for k in BOUNDED}

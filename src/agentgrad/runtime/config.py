@@ -151,6 +151,8 @@ class RunConfig:
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))
                                  or not math.isfinite(wait) or wait < 0):
             raise ConfigError(f"RunConfig.fuse_wait must be None or a finite number of seconds >= 0, got {wait!r}")
+        if not isinstance(self.inline_reward, bool):
+            raise ConfigError(f"RunConfig.inline_reward must be True or False, got {self.inline_reward!r}")
         hedge = self.hedge
         if hedge is not None and (isinstance(hedge, bool) or not isinstance(hedge, (int, float))
                                   or not math.isfinite(hedge) or hedge < 0):

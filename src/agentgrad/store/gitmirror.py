@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ShaFile, Tree
 from dulwich.repo import Repo
 from filelock import FileLock
@@ -215,17 +216,26 @@ class GitMirror:
         store = self._repo.object_store
         missing = [(obj, None) for sha, obj in objects.items() if sha not in store]
         if missing:
-            with self._guard:
-                _clear_stale_locks(self.path)
-                store.add_objects(missing)
+            self._write(lambda: store.add_objects(missing))
 
     def set_branch(self, branch: str, sha: str) -> None:
         """Point `refs/heads/<branch>` at the commit `sha`."""
         if branch not in BRANCHES:
             raise InvalidIdError(f"unknown branch {branch!r}; expected one of {BRANCHES}")
-        with self._guard:
-            _clear_stale_locks(self.path)
+        def move() -> None:
             self._repo.refs[cast("Ref", f"refs/heads/{branch}".encode())] = cast("ObjectID", sha.encode())
+        self._write(move)
+
+    def _write(self, write: Callable[[], object]) -> None:
+        """Run `write` holding the writer lock; a git lock file met meanwhile was left by a writer that died after
+        this mirror was opened (no live one can hold it: it would hold the writer lock), so it is cleared and the
+        write tried once more."""
+        with self._guard:
+            try:
+                write()
+            except FileLocked:
+                _clear_stale_locks(self.path)
+                write()
 
     def branch(self, branch: str) -> str | None:
         """The hex sha `refs/heads/<branch>` points at, or None if the branch does not exist yet."""
