@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types pytest bench bench-gepa docs clean
+.PHONY: demo test lint types pytest bench bench-gepa bench-learning docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,11 @@ $(GEPA_STAMP): benchmarks/requirements-gepa.txt pyproject.toml
 
 bench-gepa: $(GEPA_STAMP)
 	$(GEPA_VENV)/bin/python benchmarks/gepa_compare.py $(ARGS)
+
+# Small, skewed, noisy worlds (issue 9): agentgrad sync/async and gepa at equal solver-call budgets, 1/4/16 workers,
+# 5 seeds (ARGS=--quick: 1 seed, 2 worlds).
+bench-learning: $(GEPA_STAMP)
+	$(GEPA_VENV)/bin/python benchmarks/learning_bench.py $(ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[docs]'

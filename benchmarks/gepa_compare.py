@@ -6,10 +6,10 @@ in-flight `run` slots (16 by default) and the same budget of run calls (training
 evaluations). No LLM is used anywhere: proposals come from the world's own proposer.
 
 - gepa: `gepa.optimize` with its defaults (Pareto candidate selection, epoch-shuffled minibatches of 3, strict
-  minibatch improvement, a full validation of every accepted candidate, no merge) and an adapter written here:
-  `evaluate` runs the world agent's `run` on the batch with at most S calls in flight; the reflective dataset
-  holds the failing examples; `propose_new_texts` asks the world's proposer about a failing example (all of them
-  with --reflect-all) and merges the rule into the candidate with the world's strategy (KeyedRules).
+  minibatch improvement, a full validation of every accepted candidate, no merge) and the adapter of
+  world_systems.py (shared with learning_bench.py): `evaluate` runs the world agent's `run` on the batch with at most S
+  calls in flight; the reflective dataset holds the failing examples; `propose_new_texts` asks the world's proposer
+  about a failing example (all of them with --reflect-all) and merges the rule into the candidate (KeyedRules).
 - agentgrad: evolve(), synchronous and asynchronous, with runtime_bench.py's pool sizes, for the wall time gepa
   took on the same seed (at most --seconds); with --count-budget, for `budget` gate evaluations instead
   (rollouts unlimited).
@@ -26,44 +26,22 @@ in a separate env (make bench-gepa). `--quick`: one seed, a small budget, under 
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import json
 import statistics
-import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import anyio
-
-from agentgrad.core.diff import apply_ops
 from agentgrad.core.units import normalise
-from agentgrad.data.splits import Splits
-from agentgrad.data.task import Task
 from agentgrad.runtime.budget import Budget
-from agentgrad.runtime.config import Workers
-from agentgrad.runtime.evolve import evolve
-from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.keyed import entries
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.world import ReferenceWorld
 from runtime_bench import MEAN_LATENCY, MEDIAN, SIGMA, junk, world
+from world_systems import Trace, evolve_world, load_gepa, optimize_gepa, workers_for
 
 OUT = Path(__file__).parent / "out"
-COMPONENT = "skill"
-RUN_STAGES = ("rollouts", "gate_evals")
-MISSING = "gepa is not importable: install benchmarks/requirements-gepa.txt in a separate env: make bench-gepa"
-
-
-def load_gepa() -> ModuleType:
-    """The `gepa` module, or exit with how to install it."""
-    try:
-        return importlib.import_module("gepa")
-    except ImportError:
-        raise SystemExit(MISSING) from None
 
 
 def wrong_rules(w: ReferenceWorld, text: str) -> int:
@@ -72,47 +50,24 @@ def wrong_rules(w: ReferenceWorld, text: str) -> int:
                if key in w.methods and normalise(value) != f"use method {w.methods[key]}")
 
 
-class Trace:
-    """Run calls completed and the system's best text over wall time.
-
-    State: `calls` so far, `budget_s` (seconds when call number `budget` completed) and `points`: (seconds, calls,
-    text) each time the best text changed, starting with the seed text.
-    """
-
-    def __init__(self, w: ReferenceWorld, budget: int) -> None:
-        self.world, self.budget, self.start, self.calls = w, budget, time.perf_counter(), 0
-        self.budget_s: float | None = None
-        self.points: list[tuple[float, int, str]] = [(0.0, 0, w.artifact.text)]
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def call(self) -> None:
-        self.calls += 1
-        if self.calls == self.budget:
-            self.budget_s = self.elapsed()
-
-    def mark(self, text: str) -> None:
-        if text != self.points[-1][2]:
-            self.points.append((self.elapsed(), self.calls, text))
-
-    def summary(self, target: float) -> dict[str, Any]:
-        """Time and calls to the target, and the text at the budget with its held-out reward and bad rules."""
-        scored = [(t, c, self.world.score(text, "test")) for t, c, text in self.points]
-        reached = next(((t, c) for t, c, r in scored if r >= target), None)
-        at_budget = [text for _, c, text in self.points if c <= self.budget][-1]
-        return {"seconds_to_target": reached[0] if reached else None,
-                "calls_to_target": reached[1] if reached else None,
-                "test_reward_at_budget": self.world.score(at_budget, "test"),
-                "seconds_at_budget": self.budget_s, "junk_rules": junk(self.world, at_budget),
-                "wrong_rules": wrong_rules(self.world, at_budget),
-                "curve": [[round(t, 3), c, r] for t, c, r in scored]}
+def trace_summary(trace: Trace, target: float) -> dict[str, Any]:
+    """Time and calls to the target, and the text at the budget with its held-out reward and bad rules."""
+    w = trace.world
+    scored = [(t, c, w.score(text, "test")) for t, c, text in trace.points]
+    reached = next(((t, c) for t, c, r in scored if r >= target), None)
+    at_budget = trace.at_budget()
+    return {"seconds_to_target": reached[0] if reached else None,
+            "calls_to_target": reached[1] if reached else None,
+            "test_reward_at_budget": w.score(at_budget, "test"),
+            "seconds_at_budget": trace.budget_s, "junk_rules": junk(w, at_budget),
+            "wrong_rules": wrong_rules(w, at_budget),
+            "curve": [[round(t, 3), c, r] for t, c, r in scored]}
 
 
 def measured(name: str, seed: int, slots: int, trace: Trace, agent: WorldAgent, wall: float,
              target: float) -> dict[str, Any]:
     """One row of results: what the trace and the agent saw over `wall` seconds."""
-    limit, summary = slots / MEAN_LATENCY, trace.summary(target)
+    limit, summary = slots / MEAN_LATENCY, trace_summary(trace, target)
     reached = summary["calls_to_target"] is not None
     return {"system": name, "seed": seed, "slots": slots, "calls": trace.calls, "wall_time": wall,
             "reached_budget": trace.calls >= trace.budget, "calls_per_s": trace.calls / wall,
@@ -122,139 +77,17 @@ def measured(name: str, seed: int, slots: int, trace: Trace, agent: WorldAgent, 
             "proposals": agent.proposals, **summary}
 
 
-class WorldAdapter:
-    """A `gepa.GEPAAdapter` for the reference world: one component (the skill text), no LLM.
-
-    Args:
-        agent: the world agent (its `run` and `propose`, with their simulated latency).
-        slots: at most this many `run` calls in flight within one `evaluate`.
-        trace: counts the run calls.
-        batch_type: gepa's `EvaluationBatch`.
-        reflect_all: propose on every failing example of the minibatch (else on the first).
-    """
-
-    def __init__(self, agent: WorldAgent, slots: int, trace: Trace, batch_type: Any, *, reflect_all: bool) -> None:
-        self.agent, self.slots, self.trace, self.batch_type = agent, slots, trace, batch_type
-        self.reflect_all = reflect_all
-
-    async def _outputs(self, text: str, batch: Sequence[Task]) -> list[str]:
-        outputs = [""] * len(batch)
-        limiter = anyio.CapacityLimiter(self.slots)
-
-        async def one(index: int) -> None:
-            async with limiter:
-                outputs[index] = await self.agent.run(self.agent.world.strategy.render(text), batch[index])
-                self.trace.call()
-
-        async with anyio.create_task_group() as group:
-            for index in range(len(batch)):
-                group.start_soon(one, index)
-        return outputs
-
-    def evaluate(self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False) -> Any:
-        """Run the candidate's skill on the batch (S slots); 1.0 per solved task."""
-        outputs = anyio.run(self._outputs, candidate[COMPONENT], batch)
-        scores = [WorldAgent.reward(task, output) for task, output in zip(batch, outputs, strict=True)]
-        traces = [{"task": t, "output": o, "score": s} for t, o, s in zip(batch, outputs, scores, strict=True)]
-        return self.batch_type(outputs=outputs, scores=scores, trajectories=traces if capture_traces else None)
-
-    def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
-                                components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
-        """The failing examples, for every component to update."""
-        records = [{"Inputs": {"task_id": tr["task"].id, "prompt": tr["task"].input},
-                    "Generated Outputs": tr["output"], "Feedback": "failed: the skill did not solve this task",
-                    "score": tr["score"]} for tr in eval_batch.trajectories if tr["score"] < 1.0]
-        return {name: records for name in components_to_update}
-
-    async def _rules(self, text: str, records: Sequence[Mapping[str, Any]]) -> list[str]:
-        rules = [""] * len(records)
-
-        async def one(index: int) -> None:
-            record = records[index]
-            task = Task(record["Inputs"]["task_id"], record["Inputs"]["prompt"])  # as the world agent's splits
-            rendered = self.agent.world.strategy.render(text)
-            rules[index] = await self.agent.propose(rendered, task, record["Generated Outputs"], record["score"])
-
-        async with anyio.create_task_group() as group:
-            for index in range(len(records)):
-                group.start_soon(one, index)
-        return rules
-
-    def propose_new_texts(self, candidate: dict[str, str], reflective_dataset: Mapping[str, Sequence[Any]],
-                          components_to_update: list[str]) -> dict[str, str]:
-        """The world's proposer on failing examples, its rules merged into the text; unchanged texts left out."""
-        strategy, new = self.agent.world.strategy, {}
-        for name in components_to_update:
-            records = list(reflective_dataset.get(name, ()))[: None if self.reflect_all else 1]
-            text = candidate[name]
-            for rule in anyio.run(self._rules, text, records) if records else []:
-                text = apply_ops(text, strategy.ops(rule, text))
-            if text != candidate[name]:
-                new[name] = text
-        return new
-
-
-class GepaListener:
-    """A gepa callback: each validated candidate's mean validation score; marks gepa's best one on the trace."""
-
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
-        self.val: dict[int, tuple[float, str]] = {}
-        self.iterations = self.accepted = self.skipped = 0
-
-    def on_valset_evaluated(self, event: Mapping[str, Any]) -> None:
-        self.val[int(event["candidate_idx"])] = (float(event["average_score"]), event["candidate"][COMPONENT])
-        best = max(sorted(self.val), key=lambda i: self.val[i][0])  # the first of the best, as GEPAResult.best_idx
-        self.trace.mark(self.val[best][1])
-
-    def on_iteration_end(self, event: Mapping[str, Any]) -> None:
-        self.iterations += 1
-        self.accepted += bool(event["proposal_accepted"])
-
-    def on_evaluation_skipped(self, event: Mapping[str, Any]) -> None:
-        self.skipped += 1
-
-
-class GepaLog:
-    """A gepa logger keeping only the lines that report an exception (gepa logs and skips adapter errors)."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-
-    def log(self, message: str) -> None:
-        if "Exception" in message or "failed" in message:
-            self.errors.append(message)
-
-
 def run_gepa(seed: int, slots: int, budget: int, cap: float, target: float, *, reflect_all: bool) -> dict[str, Any]:
     """gepa.optimize on world `seed` until `budget` metric calls (or `cap` seconds)."""
-    gepa = load_gepa()
-    batch_type = importlib.import_module("gepa.core.adapter").EvaluationBatch
-    timeout = importlib.import_module("gepa.utils").TimeoutStopCondition(cap)
     w = world(seed)
     agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, budget)
-    splits, listener, log = agent.splits(), GepaListener(trace), GepaLog()
-    adapter = WorldAdapter(agent, slots, trace, batch_type, reflect_all=reflect_all)
-    result = gepa.optimize(seed_candidate={COMPONENT: w.artifact.text}, trainset=list(splits.train),
-                           valset=list(splits.val), adapter=adapter, max_metric_calls=budget,
-                           stop_callbacks=[timeout], logger=log, callbacks=[listener], seed=0)
-    wall = trace.elapsed()
-    if log.errors:
-        raise RuntimeError(f"gepa skipped work after an adapter error: {log.errors[0]}")
-    if not listener.val or result.best_candidate[COMPONENT] != trace.points[-1][2]:
-        raise RuntimeError("the gepa listener lost track of gepa's best candidate (a callback failed?)")
-    row = measured("gepa_reflect_all" if reflect_all else "gepa", seed, slots, trace, agent, wall, target)
+    run = optimize_gepa(agent, trace, slots, budget, cap=cap, reflect_all=reflect_all)
+    result, listener = run.result, run.listener
+    row = measured("gepa_reflect_all" if reflect_all else "gepa", seed, slots, trace, agent, run.wall, target)
     return {**row, "gepa_metric_calls": result.total_metric_calls, "iterations": listener.iterations,
             "accepted": listener.accepted, "skipped_perfect_minibatch": listener.skipped,
             "full_val_evals": result.num_full_val_evals, "candidates": result.num_candidates,
-            "hit_time_cap": wall >= cap}
-
-
-def workers_for(slots: int, asynchronous: bool) -> Workers:
-    """runtime_bench.py's pools: async weighted to rollouts; sync rolls out, proposes and gates with every worker."""
-    if asynchronous:
-        return Workers(rollout=slots, propose=max(1, slots // 2), gate=max(1, slots // 2), slots=slots)
-    return Workers(rollout=slots, propose=slots, gate=slots, slots=slots)
+            "hit_time_cap": run.wall >= cap}
 
 
 def run_agentgrad(seed: int, slots: int, budget: int, limit: Budget, target: float, *,
@@ -262,27 +95,10 @@ def run_agentgrad(seed: int, slots: int, budget: int, limit: Budget, target: flo
     """evolve() on world `seed` within `limit`; the trace is read at `budget` run calls."""
     w = world(seed)
     agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, budget)
-    splits, commits = agent.splits(), list[tuple[float, int, int]]()
-    no_test = Splits(splits.train, splits.val, (), splits.protocol)  # scored offline: no calls after the run
-
-    def listen(kind: str, payload: Mapping[str, Any]) -> None:
-        if kind == "call" and payload["stage"] in RUN_STAGES:
-            trace.call()
-        elif kind == "commit":
-            commits.append((trace.elapsed(), trace.calls, int(payload["version"])))
-
-    with tempfile.TemporaryDirectory() as tmp:
-        result = evolve(no_test, agent.reward, agent=agent, strategy=w.strategy, artifact=w.artifact,
-                        budget=limit, workers=workers_for(slots, asynchronous),
-                        asynchronous=asynchronous, store=Path(tmp) / "run", callbacks=[listen], seed=0)
-        wall = trace.elapsed()
-        with SQLiteStore(Path(tmp) / "run", git=False) as store:
-            texts = {v.number: v.text for v in store.history(w.artifact.id)}
-    if result.error is not None:
-        raise RuntimeError(f"evolve failed: {result.error}")
-    trace.points += [(t, c, texts[v]) for t, c, v in commits]
+    run = evolve_world(agent, trace, limit, workers_for(slots, asynchronous), asynchronous=asynchronous)
+    result = run.result
     name = ("agentgrad_async" if asynchronous else "agentgrad_sync") + ("_count" if limit.gate_evals else "")
-    row = measured(name, seed, slots, trace, agent, wall, target)
+    row = measured(name, seed, slots, trace, agent, run.wall, target)
     return {**row, "rollouts": result.usage.rollouts, "gate_evals": result.usage.gate_evals,
             "versions": len(result.history) - 1, "rounds": result.counts.get("rounds", 0),
             "decisions": {k: v for k, v in result.counts.items() if k.startswith("decision_")},

@@ -77,3 +77,8 @@ class BudgetOvershotError(AgentgradError):
 
 class BudgetExhaustedError(AgentgradError):
     """A budget ran out before the run could do anything useful (e.g. not one proposal was evaluated)."""
+
+
+class DataTooSmallError(ConfigError):
+    """The tasks are too few for the acceptance rule ever to commit a change at its settings (says how many tasks
+    would do, and what to change)."""

@@ -1,4 +1,5 @@
-"""The shipped task sets: they load, ids are unique, labels balanced, and every gold answer checks out."""
+"""The shipped task sets: they load, ids are unique, labels balanced (routing: unequal on purpose), and every gold
+answer checks out."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from agentgrad.data import (
 )
 from agentgrad.data.generate import arithmetic_rows, date_rows, to_jsonl
 
-SETS = ["arithmetic", "dates", "sentiment"]
+SETS = ["arithmetic", "dates", "routing", "sentiment"]
 
 
 def test_available_sets_lists_the_shipped_sets() -> None:
@@ -29,7 +30,7 @@ def test_available_sets_lists_the_shipped_sets() -> None:
 @pytest.mark.parametrize("name", SETS)
 def test_each_set_loads_with_unique_ids_and_text_inputs(name: str) -> None:
     tasks = load_set(name)
-    assert 50 <= len(tasks) <= 80
+    assert 50 <= len(tasks) <= 120
     assert len({t.id for t in tasks}) == len(tasks)
     assert len({t.input for t in tasks}) == len(tasks)
     assert all(t.input.strip() and t.expected is not None for t in tasks)
@@ -43,12 +44,13 @@ def test_recommended_scorer_gives_full_marks_to_the_gold(name: str) -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_each_set_splits_with_the_default_protocol(name: str) -> None:
-    parts = split(load_set(name), seed=0)
-    assert len(parts.val) == 15 and len(parts.train) == 30
+    tasks = load_set(name)
+    parts = split(tasks, seed=0)
+    assert (len(parts.train), len(parts.val)) == (len(tasks) // 2, len(tasks) // 4)
 
 
 def test_unknown_set_names_the_available_ones() -> None:
-    with pytest.raises(DataUnavailableError, match=r"'poetry'.*'arithmetic', 'dates', 'sentiment'"):
+    with pytest.raises(DataUnavailableError, match=r"'poetry'.*'arithmetic', 'dates', 'routing', 'sentiment'"):
         load_set("poetry")
     with pytest.raises(DataUnavailableError):
         recommended_scorer("poetry")
@@ -75,6 +77,41 @@ def test_arithmetic_answers_are_right() -> None:
         assert isinstance(task.expected, int)
         ops[op] += 1
     assert ops == {"+": 20, "-": 20, "×": 20}
+
+
+ROUTING_SIZES = {"billing": 32, "delivery": 17, "returns": 12, "account_access": 9, "device_fault": 7,
+                 "cancellation": 6, "privacy_request": 5, "bulk_order": 4}
+
+
+def test_routing_has_eight_queues_of_zipf_like_unequal_sizes() -> None:
+    tasks = load_set("routing")
+    assert len(tasks) == sum(ROUTING_SIZES.values()) == 92
+    assert Counter(t.meta["queue_name"] for t in tasks) == ROUTING_SIZES
+    sizes = sorted(Counter(t.expected for t in tasks).values(), reverse=True)
+    assert sizes == sorted(ROUTING_SIZES.values(), reverse=True)
+    assert len(set(sizes)) == len(sizes) and sizes[0] >= 5 * sizes[-1]
+    assert sizes[0] > len(tasks) / 3  # the majority queue alone is a strong baseline, not a solution
+
+
+def test_routing_codes_are_arbitrary_and_one_per_queue() -> None:
+    """A code is three capitals, a dash and a digit, and shares no initial with its queue's name: no hint."""
+    tasks = load_set("routing")
+    code_of = {t.meta["queue_name"]: t.expected for t in tasks}
+    assert {(t.meta["queue_name"], t.expected) for t in tasks} == set(code_of.items())  # one code per queue
+    assert len(set(code_of.values())) == len(code_of) == 8
+    for name, code in code_of.items():
+        assert re.fullmatch(r"[A-Z]{3}-\d", code), code
+        initials = {word[0].upper() for word in name.split("_")}
+        assert not set(code[:3]) & initials, (name, code)
+        assert code[:3].casefold() not in name.replace("_", " ")
+
+
+def test_routing_messages_are_short_distinct_and_name_no_code() -> None:
+    tasks = load_set("routing")
+    codes = {t.expected for t in tasks}
+    assert len({t.input.casefold() for t in tasks}) == len(tasks)
+    assert all(10 <= len(t.input) <= 120 for t in tasks)
+    assert not any(code.casefold() in t.input.casefold() for t in tasks for code in codes)
 
 
 PATTERNS = ["%B %d, %Y", "%d %B %Y", "%b %d, %Y", "%A, %B %d, %Y", "%d/%m/%Y (day first)",

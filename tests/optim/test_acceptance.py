@@ -15,7 +15,7 @@ from agentgrad.core.decision import Outcome
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
-from agentgrad.errors import StateDictError, UnknownArtifactError
+from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError
 from agentgrad.optim.acceptance import AcceptanceState, accept_if
 from agentgrad.optim.base import Batch, Candidate, Context, Head
 from agentgrad.optim.schedules import linear
@@ -181,8 +181,8 @@ def test_without_best_only_every_passer_is_accepted() -> None:
 def test_delta_schedule_is_read_at_the_head_version() -> None:
     candidate = Candidate(diff(), strong(7))  # p = 1 − 0.51^8 ≈ 0.9954
     schedule = linear(0.2, 0.001, steps=10)
-    early = run([candidate], context(version=0), delta=schedule)
-    late = run([candidate], context(version=10), delta=schedule)
+    early = run([candidate], context(version=0), delta=schedule, looks=1)
+    late = run([candidate], context(version=10), delta=schedule, looks=1)
     assert outcome_of(early, candidate.diff.id) is Outcome.ACCEPTED
     assert outcome_of(late, candidate.diff.id) is Outcome.REJECTED
     assert early.decisions[0].numbers["delta"] == pytest.approx(0.2)
@@ -219,3 +219,32 @@ def test_unknown_artifact_is_a_typed_error() -> None:
 def test_bad_options_are_refused_when_the_stage_is_built(options: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         accept_if(**options)  # type: ignore[arg-type]
+
+
+def test_a_promising_candidate_is_held_for_more_tasks_and_rejected_only_on_its_last_look() -> None:
+    first = Candidate(diff(), evidence([(0.0, 1.0)] * 4 + [(0.0, 0.0)] * 6))  # 4 wins: 1 - 0.51^4 = 0.93 >= 0.8
+    (held,) = run([first]).decisions
+    assert held.outcome is Outcome.EXTEND and "look 2" in held.reason
+    assert held.numbers["look"] == 1.0
+    second = Candidate(first.diff, first.evidence, looks=2)
+    (last,) = run([second]).decisions
+    assert last.outcome is Outcome.REJECTED and "on look 2" in last.reason
+    assert last.numbers["threshold"] == pytest.approx(1 - 0.05 * 0.3)  # the second look spends the rest of δ
+    (single,) = run([first], looks=1).decisions
+    assert single.outcome is Outcome.REJECTED
+
+
+def test_a_tie_or_a_weak_record_is_never_held_for_more_tasks() -> None:
+    tie = Candidate(diff(), evidence([(0.0, 1.0), (1.0, 0.0)] * 3))
+    weak = Candidate(diff(), evidence([(0.0, 1.0), (0.0, 1.0), (1.0, 0.0)]))  # 2 wins 1 loss: 0.5 < 0.8
+    assert [d.outcome for d in run([tie]).decisions] == [Outcome.REJECTED]
+    assert [d.outcome for d in run([weak]).decisions] == [Outcome.REJECTED]
+
+
+def test_the_looks_share_delta_between_them() -> None:
+    first, second = (run([Candidate(diff(), strong(3), looks=look)]).decisions[0] for look in (1, 2))
+    assert first.numbers["delta"] + second.numbers["delta"] == pytest.approx(0.05)
+    with pytest.raises(ConfigError):
+        accept_if(looks=0)
+    with pytest.raises(ConfigError):
+        accept_if(promise=0.5)

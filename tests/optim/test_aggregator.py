@@ -78,7 +78,7 @@ def _stages() -> list[Stage[Any]]:
     from agentgrad.optim.staleness import drop_stale
     from agentgrad.optim.tabu import tabu
     from agentgrad.optim.trust_region import limit_size
-    return [tabu(), govern(), drop_stale(), limit_size(), resolve_conflicts(), fuse(), accept_if()]
+    return [tabu(), govern(), drop_stale(), limit_size(), resolve_conflicts(), fuse(looks=2), accept_if()]
 
 
 def test_aggregator_state_round_trips_through_json_and_behaves_the_same() -> None:

@@ -18,7 +18,7 @@ from agentgrad.optim.acceptance import accept_if
 from agentgrad.optim.base import Batch, Candidate, Context, Head
 from agentgrad.optim.chain import chain
 from agentgrad.optim.fusion import FusionState, fuse
-from agentgrad.optim.stats import prob_improvement
+from agentgrad.optim.judge import judge
 
 ARTIFACT = "skills/s"
 TEXT = "intro: hello\nstyle: terse\n"
@@ -88,14 +88,16 @@ def test_fusion_is_deterministic_whatever_the_batch_order() -> None:
 
 
 def test_junk_never_rides_along_with_a_strong_edit() -> None:
-    good, bad = Candidate(diff("alpha"), strong()), Candidate(diff("beta"), junk())
-    batch, state = run([good, bad])
-    assert batch.candidates == (good,)
-    assert outcomes(batch) == {bad.diff.id: Outcome.DROPPED}
-    (decision,) = batch.decisions
-    assert "leaving it out does at least as well" in decision.reason
-    assert decision.numbers["wins"] == 0 and decision.numbers["n"] == 20
-    assert state == FusionState(groups_fused=0, components_fused=0, components_dropped=1)
+    good, other, bad = (Candidate(diff("alpha"), strong()), Candidate(diff("gamma"), strong()),
+                        Candidate(diff("beta"), junk()))
+    batch, state = run([good, other, bad])
+    fused, alone = batch.candidates
+    assert set(fused.parts) == {good.diff, other.diff}  # the junk is not in the fusion
+    assert alone == bad  # it goes on alone, for the acceptance stage to reject
+    assert outcomes(batch) == {good.diff.id: Outcome.FUSED, other.diff.id: Outcome.FUSED}
+    assert state == FusionState(groups_fused=1, components_fused=2, components_dropped=1)
+    lone, _ = run([good, bad])
+    assert lone.candidates == (good, bad) and not lone.decisions  # one significant component: nothing to fuse
 
 
 deltas = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
@@ -111,16 +113,16 @@ def test_fusion_never_keeps_a_component_without_a_significant_own_gain(
                   for i, (is_bad, bad, other) in enumerate(components)]
     batch, _ = run(candidates)
     decided = outcomes(batch)
-    kept = {c.diff.id for c in candidates if decided.get(c.diff.id) is not Outcome.DROPPED}
+    fused = {p.id for c in batch.candidates for p in c.parts}
+    significant = {c.diff.id for c in candidates
+                   if judge(c.evidence, delta=0.05, margin=0.02, noise=None).passes}
     for candidate, (is_bad, _, _) in zip(candidates, components, strict=True):
-        wins, losses = candidate.evidence.wins_losses()
-        significant = prob_improvement(wins, losses, margin=0.02) > 0.95
-        assert (candidate.diff.id in kept) == significant
         if is_bad:
-            assert decided[candidate.diff.id] is Outcome.DROPPED
-    survivors = [p.id for c in batch.candidates for p in (c.parts or (c.diff,))]
-    assert sorted(survivors) == sorted(kept)
-    assert len(batch.candidates) == (1 if kept else 0)
+            assert candidate.diff.id not in fused and candidate.diff.id not in decided
+    assert fused == (significant if len(significant) >= 2 else set())
+    assert all(decided[d] is Outcome.FUSED for d in fused)
+    alone = [c.diff.id for c in batch.candidates if not c.parts]
+    assert sorted(alone) == sorted(c.diff.id for c in candidates if c.diff.id not in fused)
 
 
 def test_rechecked_candidates_pass_through_untouched() -> None:
@@ -148,8 +150,8 @@ def test_a_union_that_does_not_apply_falls_back_to_the_parts() -> None:
              Candidate(Diff(ARTIFACT, 0, (Op.add("key", "Alpha: two"),)), strong()),
              Candidate(diff("beta"), junk())]
     batch, state = run(clash)
-    assert batch.candidates == tuple(clash[:2])
-    assert outcomes(batch) == {clash[2].diff.id: Outcome.DROPPED}
+    assert batch.candidates == tuple(clash)
+    assert not batch.decisions
     assert state.groups_fused == 0
 
 

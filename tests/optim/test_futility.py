@@ -44,7 +44,7 @@ def test_the_bound_holds_against_every_completion_of_a_small_case() -> None:
 
 
 def test_a_candidate_that_changes_nothing_becomes_futile_and_a_promising_one_does_not() -> None:
-    assert prob_pass_later(0, 0, 0, 40, 40, TEST) < 0.02  # nothing differed in half the split
+    assert prob_pass_later(0, 0, 0, 50, 40, TEST) < 0.02  # nothing differed in more than half the split
     assert prob_pass_later(0, 0, 0, 4, 76, TEST) > 0.3  # too early to tell
     assert prob_pass_later(4, 0, 4, 30, 50, TEST) > 0.5  # on its way
 

@@ -145,7 +145,7 @@ def test_bad_counts_are_refused_as_invalid_evidence(wins: float, losses: float) 
         prob_improvement(wins, losses, margin=0.0)
 
 
-@pytest.mark.parametrize("prior", [(2.0, 1.0), (0.0, 1.0), (1.0, float("inf"))])
+@pytest.mark.parametrize("prior", [(2.0, 1.0), (0.0, 0.0), (-1.0, 1.0), (1.0, float("inf"))])
 def test_priors_that_favour_the_candidate_or_are_improper_are_refused(prior: tuple[float, float]) -> None:
     with pytest.raises(ValueError, match="prior"):
         prob_improvement(1, 1, margin=0.0, prior=prior)

@@ -143,7 +143,7 @@ def test_used_plus_reserved_never_exceeds_a_limit(limit: int, token_limit: int,
 def test_a_call_above_its_bound_raises_the_bound_for_later_reservations() -> None:
     meter = Meter(Budget(rollouts=10, tokens=1000, tokens_per_call=100))
     first = meter.per_call("rollouts")
-    assert first == {"rollouts": 1.0, "tokens": 100.0}
+    assert first == {"rollouts": 1.0, "calls": 1.0, "tokens": 100.0}
     meter.reserve(first)
     meter.settle(first, {"rollouts": 1, "tokens": 250})  # over its bound, within the budget: no error
     assert meter.over_bound == 1
@@ -164,7 +164,7 @@ def test_an_excess_that_passes_the_limit_is_a_loud_overshoot() -> None:
 def test_an_unlimited_kind_has_no_bound_to_break() -> None:
     meter = Meter(Budget(rollouts=2, tokens_per_call=10))
     amounts = meter.per_call("rollouts")
-    assert amounts == {"rollouts": 1.0}
+    assert amounts == {"rollouts": 1.0, "calls": 1.0}
     meter.reserve(amounts)
     meter.settle(amounts, {"rollouts": 1, "tokens": 10_000})
     assert meter.over_bound == 0 and meter.used["tokens"] == 10_000

@@ -170,3 +170,48 @@ def test_a_resumed_run_with_room_for_the_held_out_evaluation_measures_it(tmp_pat
     second = run(tmp_path, bot, run=_metered(bot, 90, 0.04), budget=Budget(cost=8.0, cost_per_call=0.05))
     assert second.ok, second.error
     assert second.test_reward is not None and second.usage.cost <= 8.0 + 1e-9
+
+
+def _run_calls(store: Path) -> int:
+    logged = dispatched(store)
+    return logged["rollouts"] + logged["gate_evals"]
+
+
+@settings(max_examples=12, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.integers(0, 300), workers=_workers(), asynchronous=st.booleans())
+def test_one_budget_of_calls_bounds_rollouts_and_gate_evaluations_together(calls: int, workers: Workers,
+                                                                           asynchronous: bool) -> None:
+    bot = agent(median=0.0005, sigma=1.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run(Path(tmp), bot, budget=Budget(calls=calls), workers=workers, asynchronous=asynchronous)
+        assert result.ok, result.error
+        assert result.usage.rollouts + result.usage.gate_evals <= calls
+        assert _run_calls(Path(tmp)) <= calls
+        log = EventLog(tmp)
+        try:
+            used = used_from_events(log)
+        finally:
+            log.close()
+        assert used["calls"] == used["rollouts"] + used["gate_evals"] <= calls
+        assert bot.runs - result.usage.test_evals <= calls  # the agent itself saw no more calls than that
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_budget_of_calls_holds_across_a_resume(tmp_path: Path, asynchronous: bool) -> None:
+    first = run(tmp_path, agent(median=0.0005, sigma=1.0), budget=Budget(calls=70), asynchronous=asynchronous)
+    assert first.ok, first.error
+    second = run(tmp_path, agent(median=0.0005, sigma=1.0), budget=Budget(calls=150), asynchronous=asynchronous)
+    assert second.ok, second.error
+    assert _run_calls(tmp_path) <= 150
+    assert second.usage.rollouts + second.usage.gate_evals <= 150
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_budget_of_calls_is_spent_on_judging_as_well_as_exploring(tmp_path: Path, asynchronous: bool) -> None:
+    result = run(tmp_path, agent(median=0.0005, sigma=1.0), budget=Budget(calls=300), asynchronous=asynchronous)
+    assert result.ok, result.error
+    used = result.usage.rollouts + result.usage.gate_evals
+    assert used >= 0.9 * 300  # the calls are used, not left over
+    assert result.usage.gate_evals >= 0.3 * used and result.usage.rollouts >= 20  # both kinds got calls
+    assert result.counts["decision_accepted"] >= 1
+    assert result.counts.get("unfinished_evaluations", 0) <= 2  # the calls kept back for judging were enough

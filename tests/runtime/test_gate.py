@@ -81,7 +81,7 @@ class _Scores:
 
 
 def _gate(scores: _Scores, val: list[str], *, early_stop: bool = True, chunk: int = 4) -> Gate:
-    return Gate(scores, val, GateConfig(chunk=chunk, early_stop=early_stop), seed=0, margin=0.02,
+    return Gate(scores, val, GateConfig(chunk=chunk, early_stop=early_stop, max_examples=None), seed=0, margin=0.02,
                 estimator=DurationEstimator())
 
 
@@ -209,14 +209,14 @@ def _recheck(gate: Gate, old: Evidence, touched: set[str]) -> Evidence:
     return anyio.run(main)
 
 
-def test_a_recheck_scores_again_only_the_tasks_that_carried_the_effect_and_those_the_commit_changed() -> None:
+def test_a_recheck_scores_again_only_the_tasks_the_commit_changed_and_a_spot_check_of_the_effect() -> None:
     val = [f"v{i:02d}" for i in range(20)]
     old = Evidence.paired(dict.fromkeys(val, 0.0), {t: float(i < 8) for i, t in enumerate(val)}, base_version=0)
     head = {**dict.fromkeys(val, 0.0), "v10": 1.0}  # the commit in between fixed v10
     scores = _Scores({"head": head, "cand": {t: float(i < 8 or t == "v10") for i, t in enumerate(val)}})
     evidence = _recheck(_gate(scores, val), old, {"v10"})
-    # at most the 8 wins and the touched task are scored again (it may stop once the verdict is certain)
-    assert 8 <= scores.calls["head"] == scores.calls["cand"] <= 9
+    # at most 4 of the 8 wins and the touched task are scored again (it may stop once the verdict is certain)
+    assert scores.calls["head"] == scores.calls["cand"] <= 5
     rows = {r.task_id: (r.base, r.candidate) for r in evidence.rows}
     assert len(rows) >= 19 and evidence.base_version == 1
     assert rows.get("v10", (1.0, 1.0)) == (1.0, 1.0) and rows["v00"] == (0.0, 1.0) and rows["v15"] == (0.0, 0.0)
@@ -238,8 +238,9 @@ def test_a_candidate_that_changes_nothing_is_stopped_for_futility_long_before_th
     val = [f"v{i:02d}" for i in range(80)]
     table = {"base": dict.fromkeys(val, 0.0), "cand": dict.fromkeys(val, 0.0)}
     quick, exact = _Scores(table), _Scores(table)
-    futile = Gate(quick, val, GateConfig(chunk=4), seed=0, margin=0.02, estimator=DurationEstimator())
-    curtailed = Gate(exact, val, GateConfig(chunk=4, futility=0.0), seed=0, margin=0.02,
+    futile = Gate(quick, val, GateConfig(chunk=4, max_examples=None), seed=0, margin=0.02,
+                  estimator=DurationEstimator())
+    curtailed = Gate(exact, val, GateConfig(chunk=4, futility=0.0, max_examples=None), seed=0, margin=0.02,
                      estimator=DurationEstimator())
 
     async def main() -> None:
@@ -342,3 +343,20 @@ def test_a_cached_base_score_is_read_not_awaited_and_only_the_candidate_is_score
     assert sorted(asked) == sorted(("cand", t) for t in val)  # the base was never asked for
     assert scores.calls == Counter({"cand": 6}) and cache.hits == 6
 
+
+
+def test_another_look_keeps_the_evidence_so_far_and_scores_as_many_tasks_again() -> None:
+    val = [f"v{i:02d}" for i in range(40)]
+    scores = _Scores({"base": dict.fromkeys(val, 0.0), "cand": {t: float(i % 3 == 0) for i, t in enumerate(val)}})
+    gate = Gate(scores, val, GateConfig(chunk=4, max_examples=8, early_stop=False), seed=0, margin=0.02,
+                estimator=DurationEstimator())
+
+    async def main() -> tuple[Evidence, Evidence]:
+        first = await gate.evidence("d1", "base", 0, "cand", delta=0.035)
+        again = await gate.reverify("d1", ("base", "cand"), 0, first, set(), delta=0.015, looks=2)
+        return first, again
+
+    first, again = anyio.run(main)
+    assert len(first.rows) == 8 and len(again.rows) == 16
+    assert set(first.rows) <= set(again.rows)  # nothing of the first look is lost or re-drawn
+    assert scores.calls["cand"] == 16  # the first look's tasks were not scored again

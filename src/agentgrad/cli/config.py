@@ -180,6 +180,7 @@ class BudgetSection(BaseModel):
     rollouts: Count | None = None
     proposals: Count | None = None
     gate_evals: Count | None = None
+    calls: Count | None = None
     tokens: Count | None = None
     cost: Amount | None = None
     wall_time: Amount | None = None
@@ -188,7 +189,7 @@ class BudgetSection(BaseModel):
 
     @model_validator(mode="after")
     def _some_limit(self) -> BudgetSection:
-        limits = ("rollouts", "proposals", "gate_evals", "tokens", "cost", "wall_time")
+        limits = ("rollouts", "proposals", "gate_evals", "calls", "tokens", "cost", "wall_time")
         if all(getattr(self, name) is None for name in limits):
             raise ValueError(f"expected at least one limit of {list(limits)}; an unlimited run would never stop")
         return self

@@ -18,7 +18,7 @@ from agentgrad.store.events import Event
 
 STAGES = ("rollouts", "proposals", "gate_evals")
 RUN_KINDS = ("rollouts", "gate_evals")
-LIMITS = ("rollouts", "proposals", "gate_evals", "tokens", "cost", "wall_time")
+LIMITS = ("rollouts", "proposals", "gate_evals", "calls", "tokens", "cost", "wall_time")
 _FINAL_SKIP = ("recheck", "full_check", "deferred")
 SPARKS = "▁▂▃▄▅▆▇█"
 

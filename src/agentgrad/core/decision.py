@@ -11,8 +11,9 @@ from typing import Any
 class Outcome(str, Enum):
     """What happened to a diff.
 
-    Final outcomes end the diff's life; `RECHECK`, `FULL_CHECK` and `DEFERRED` send it back to the runtime,
-    which evaluates it again (on the new head, on the whole validation split, or later) and resubmits it.
+    Final outcomes end the diff's life; `RECHECK`, `FULL_CHECK`, `DEFERRED` and `EXTEND` send it back to the
+    runtime, which evaluates it again (on the new head, on the whole validation split, later, or on more tasks,
+    its evidence so far kept) and resubmits it.
     """
 
     ACCEPTED = "accepted"
@@ -29,11 +30,12 @@ class Outcome(str, Enum):
     RECHECK = "recheck"
     FULL_CHECK = "full_check"
     DEFERRED = "deferred"
+    EXTEND = "extend"
 
     @property
     def final(self) -> bool:
         """False for outcomes that send the diff back for more evidence."""
-        return self not in (Outcome.RECHECK, Outcome.FULL_CHECK, Outcome.DEFERRED)
+        return self not in (Outcome.RECHECK, Outcome.FULL_CHECK, Outcome.DEFERRED, Outcome.EXTEND)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,10 @@ class Evidence:
         cost: money spent evaluating, in the run's currency unit.
         tokens: tokens spent evaluating.
         traces: short excerpts of the runs, for people reading a decision.
+        focus: the rows' tasks the gate chose for looking most like the candidate's origin task (where its effect
+            should show); the acceptance test looks for the gain there (`optim.judge`).
+        far: the rows' tasks least like the origin task; their differences estimate the answer noise.
+        calibrated: the gate planned the gain test as the noise-calibrated one (`optim.judge`), not the sign test.
     """
 
     rows: tuple[Row, ...]
@@ -52,6 +56,9 @@ class Evidence:
     cost: float = 0.0
     tokens: int = 0
     traces: tuple[str, ...] = ()
+    focus: tuple[str, ...] = ()
+    far: tuple[str, ...] = ()
+    calibrated: bool = False
 
     def __post_init__(self) -> None:
         rows = tuple(self.rows)
@@ -70,6 +77,12 @@ class Evidence:
             raise InvalidEvidenceError(f"cost and tokens must be finite and >= 0, got {self.cost!r}, {self.tokens!r}")
         object.__setattr__(self, "rows", rows)
         object.__setattr__(self, "traces", tuple(self.traces))
+        for name in ("focus", "far"):
+            marked = tuple(getattr(self, name))
+            if any(t not in seen for t in marked):
+                raise InvalidEvidenceError(f"evidence marks {name} tasks it has no row for: "
+                                           f"{[t for t in marked if t not in seen][:3]}")
+            object.__setattr__(self, name, marked)
 
     @classmethod
     def paired(cls, base: Mapping[str, float], candidate: Mapping[str, float], **kwargs: Any) -> Evidence:
@@ -104,7 +117,8 @@ class Evidence:
         """The same evidence on the given tasks only."""
         keep = set(task_ids)
         return Evidence(tuple(r for r in self.rows if r.task_id in keep), self.base_version, False, self.cost,
-                        self.tokens, self.traces)
+                        self.tokens, self.traces, tuple(t for t in self.focus if t in keep),
+                        tuple(t for t in self.far if t in keep), self.calibrated)
 
     def check_tasks(self, known: Collection[str]) -> None:
         """Raise `InvalidEvidenceError` naming any task id not in `known`."""
@@ -115,7 +129,8 @@ class Evidence:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `Evidence.from_dict` reverses it."""
         return {"rows": [[r.task_id, r.base, r.candidate] for r in self.rows], "base_version": self.base_version,
-                "full": self.full, "cost": self.cost, "tokens": self.tokens, "traces": list(self.traces)}
+                "full": self.full, "cost": self.cost, "tokens": self.tokens, "traces": list(self.traces),
+                "focus": list(self.focus), "far": list(self.far), "calibrated": self.calibrated}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
@@ -123,7 +138,9 @@ class Evidence:
         try:
             rows = tuple(Row(str(t), b, c) for t, b, c in data["rows"])
             return cls(rows, data.get("base_version"), bool(data.get("full", False)), float(data.get("cost", 0.0)),
-                       int(data.get("tokens", 0)), tuple(data.get("traces", ())))
+                       int(data.get("tokens", 0)), tuple(data.get("traces", ())),
+                       tuple(str(t) for t in data.get("focus", ())), tuple(str(t) for t in data.get("far", ())),
+                       bool(data.get("calibrated", False)))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidEvidenceError):
                 raise
@@ -135,12 +152,19 @@ def concatenate(parts: Iterable[tuple[str, Evidence]]) -> Evidence:
     rows: list[Row] = []
     cost, tokens, full = 0.0, 0, True
     traces: list[str] = []
+    focus: list[str] = []
+    far: list[str] = []
+    calibrated = True
     versions = set()
     for label, evidence in parts:
         rows.extend(Row(f"{label}:{r.task_id}", r.base, r.candidate) for r in evidence.rows)
+        focus.extend(f"{label}:{t}" for t in evidence.focus)
+        far.extend(f"{label}:{t}" for t in evidence.far)
+        calibrated = calibrated and evidence.calibrated
         cost, tokens = cost + evidence.cost, tokens + evidence.tokens
         traces.extend(evidence.traces)
         full = full and evidence.full
         versions.add(evidence.base_version)
     version = versions.pop() if len(versions) == 1 else None
-    return Evidence(tuple(rows), version, full and bool(rows), cost, tokens, tuple(traces))
+    return Evidence(tuple(rows), version, full and bool(rows), cost, tokens, tuple(traces), tuple(focus), tuple(far),
+                    calibrated and bool(rows))

@@ -6,6 +6,10 @@
   score with ``numeric``.
 - ``dates``: 60 dates in ten written styles (``March 5, 2021``, ``05/03/2021 (day first)``, ``5th of March
   2021``...), gold in ISO 8601 ``YYYY-MM-DD``; score with ``normalized_exact``.
+- ``routing``: 92 short customer-support messages, gold a queue code such as ``KTR-4`` (billing) or ``MZV-2``
+  (delivery): arbitrary codes a model cannot guess without being told or shown them. Eight queues of unequal,
+  Zipf-like sizes (32, 17, 12, 9, 7, 6, 5, 4); the queue's name is in ``Task.meta["queue_name"]``; score with
+  ``normalized_exact``.
 
 Each file is JSON Lines with ``id``, ``question``, ``answer`` and extra fields that land in `Task.meta`.
 """
@@ -49,7 +53,8 @@ def load_set(name: str) -> list[Task]:
 
 def recommended_scorer(name: str) -> str:
     """The name of the scorer to use on a shipped set (pass it to `get_scorer`)."""
-    scorers = {"sentiment": "normalized_exact", "arithmetic": "numeric", "dates": "normalized_exact"}
+    scorers = {"sentiment": "normalized_exact", "arithmetic": "numeric", "dates": "normalized_exact",
+               "routing": "normalized_exact"}
     if name not in scorers:
         raise DataUnavailableError(f"no shipped task set {name!r}; available: {sorted(scorers)}")
     return scorers[name]

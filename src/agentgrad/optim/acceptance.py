@@ -1,9 +1,16 @@
 """`accept_if`: commit a diff only if its evidence shows a significant improvement.
 
-The test (see `stats.prob_improvement`): accept when P(improvement > margin) > 1 − δ, with δ read from a
-schedule of the artifact's head version. An exact tie is never accepted. Candidates that pass but cannot be
-committed yet are held: rebased ones for a re-check on the current head, L1 ones without a full held-out check,
-and (with `best_only`) every passer but the best one per artifact in this step.
+The test (see `stats.prob_improvement`; by default the exact sign test): accept when P(improvement > margin) >
+1 − δ_look, with δ read from a schedule of the artifact's head version and split between the evidence's looks. A
+candidate is judged on its first look at `first_share` of δ; one that fails there but is *promising* (P(gain > 0)
+at least `promise`) is held (`Outcome.EXTEND`) and the runtime scores it on more tasks, its evidence so far kept;
+its later looks share the rest of δ. By the union bound the false-accept rate of the whole procedure stays at most
+δ, and evidence accumulates instead of starting again. An exact tie is never accepted, nor extended. Candidates
+that pass but cannot be committed yet are held: rebased ones for a re-check on the current head, L1 ones without a
+full held-out check, and (with `best_only`) every passer but the best one per artifact in this step.
+
+With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
+look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7.
 """
 
 from __future__ import annotations
@@ -17,11 +24,32 @@ from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
+from agentgrad.optim.judge import Judgement, judge
 from agentgrad.optim.schedules import Schedule, delta_schedule
-from agentgrad.optim.stats import SKEPTICAL_PRIOR, Posterior, check_margin, check_prior, posterior_summary
+from agentgrad.optim.stats import SIGN_TEST_PRIOR, check_margin, check_prior
 
 STAGE = "accept"
-_HELD = (Outcome.RECHECK, Outcome.FULL_CHECK, Outcome.DEFERRED)
+_HELD = (Outcome.RECHECK, Outcome.FULL_CHECK, Outcome.DEFERRED, Outcome.EXTEND)
+
+
+def look_delta(delta: float, look: int, *, looks: int, first_share: float) -> float:
+    """The share of δ that look number `look` (1, 2, ...) of at most `looks` is tested at: all of δ with one look;
+    else `first_share` of it on the first and an even split of the rest on each later one (they sum to δ)."""
+    if looks <= 1:
+        return delta
+    if look <= 1:
+        return delta * first_share
+    return delta * (1.0 - first_share) / (looks - 1)
+
+
+def check_looks(looks: int, first_share: float, promise: float) -> None:
+    """`ConfigError` unless looks is an int >= 1 and first_share and promise are in (0, 1) (promise above 1/2, so
+    a tie is never extended)."""
+    if isinstance(looks, bool) or not isinstance(looks, int) or looks < 1:
+        raise ConfigError(f"looks must be an int >= 1, got {looks!r}")
+    for name, value, low in (("first_share", first_share, 0.0), ("promise", promise, 0.5)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value < 1.0:
+            raise ConfigError(f"{name} must be a number in ({low:g}, 1), got {value!r}")
 
 
 def _load_counts(data: Mapping[str, Any], key: str) -> dict[str, int]:
@@ -79,17 +107,29 @@ def head_of(ctx: Context, artifact_id: str, stage: str = STAGE) -> Head:
     return head
 
 
-def _judge(candidate: Candidate, post: Posterior, head: Head, min_examples: int) -> Decision | None:
-    """The verdict for one candidate, or None if it may be accepted (subject to `best_only`)."""
+def _judge(candidate: Candidate, post: Judgement, head: Head, min_examples: int,
+           promising: bool) -> Decision | None:
+    """The verdict for one candidate, or None if it may be accepted (subject to `best_only`). `promising`: it
+    fails, but may still get another look."""
     numbers = post.numbers()
+    numbers["look"] = float(candidate.looks)
     if head.layer is Layer.L0:
         return verdict(candidate, Outcome.REFUSED, STAGE, "the artifact is L0 (frozen): nothing may change it",
                        numbers)
-    if post.n < min_examples:
+    if post.total.n == 0 and min_examples > 0:
+        return verdict(candidate, Outcome.REJECTED, STAGE, "no task scored: the gate found that even a win on every "
+                       f"task of its plan could not pass ({post.describe()})", numbers)
+    if post.total.n < min_examples:
         return verdict(candidate, Outcome.REJECTED, STAGE,
-                       f"only {post.n} example(s), fewer than the {min_examples} required", numbers)
+                       f"only {post.total.n} example(s), fewer than the {min_examples} required", numbers)
+    if not post.passes and promising:
+        return verdict(candidate, Outcome.EXTEND, STAGE,
+                       f"promising, not yet significant: {post.describe()}; held for more tasks (look "
+                       f"{candidate.looks + 1})", numbers)
     if not post.passes:
-        return verdict(candidate, Outcome.REJECTED, STAGE, f"not significant: {post.describe()}", numbers)
+        look = f" on look {candidate.looks}" if candidate.looks > 1 else ""
+        what = "harmful" if post.harmful else "not significant"
+        return verdict(candidate, Outcome.REJECTED, STAGE, f"{what}{look}: {post.describe()}", numbers)
     if candidate.recheck:
         return verdict(candidate, Outcome.RECHECK, STAGE,
                        f"passes on evidence from an older head ({post.describe()}); re-check on version "
@@ -100,14 +140,14 @@ def _judge(candidate: Candidate, post: Posterior, head: Head, min_examples: int)
     return None
 
 
-def _rank(entry: tuple[Candidate, Posterior]) -> tuple[float, float, str]:
+def _rank(entry: tuple[Candidate, Judgement]) -> tuple[float, float, str]:
     candidate, post = entry
-    return -post.p, -post.mean_delta, candidate.diff.id
+    return post.p_value, -(post.total.wins - post.total.losses), candidate.diff.id
 
 
-def _pick(passers: Sequence[tuple[Candidate, Posterior]], best_only: bool) -> dict[str, tuple[Candidate, Decision]]:
+def _pick(passers: Sequence[tuple[Candidate, Judgement]], best_only: bool) -> dict[str, tuple[Candidate, Decision]]:
     """ACCEPTED verdicts for the passers; with `best_only`, DEFERRED for all but the best per artifact."""
-    best: dict[str, tuple[Candidate, Posterior]] = {}
+    best: dict[str, tuple[Candidate, Judgement]] = {}
     for entry in passers:
         aid = entry[0].diff.artifact_id
         if aid not in best or _rank(entry) < _rank(best[aid]):
@@ -127,29 +167,40 @@ def _pick(passers: Sequence[tuple[Candidate, Posterior]], best_only: bool) -> di
 
 
 def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examples: int = 1,
-              prior: tuple[float, float] = SKEPTICAL_PRIOR, best_only: bool = True) -> Stage[AcceptanceState]:
+              prior: tuple[float, float] = SIGN_TEST_PRIOR, best_only: bool = True, looks: int = 2,
+              first_share: float = 0.7, promise: float = 0.8) -> Stage[AcceptanceState]:
     """The acceptance test as a stage named "accept".
 
     Args:
         delta: the risk δ in (0, 0.5), or a `Schedule` of it read at the artifact's head version.
         margin: the minimum improvement per differing pair, in [0, 1).
         min_examples: fewer paired examples than this is a rejection.
-        prior: the Beta prior (a0, b0) of the win rate, a0 <= b0.
+        prior: the Beta prior (a0, b0) of the win rate, 0 <= a0 <= b0 (default: the exact sign test).
         best_only: accept at most one diff per artifact per step; the other passers are DEFERRED.
+        looks: the most looks a candidate's evidence gets (1: no extension).
+        first_share: the share of δ the first look is tested at (the later ones share the rest).
+        promise: a candidate that fails a look before its last, but whose confidence (1 − p-value) is at least
+            this, with more wins than losses and no harm, is held for more tasks (in (1/2, 1)).
     Accepted candidates stay in the batch (the aggregator commits them); every other candidate is settled.
     State: `AcceptanceState`, per-artifact verdict counts.
     """
     schedule, margin, prior = delta_schedule(delta), check_margin(margin), check_prior(prior)
     if isinstance(min_examples, bool) or not isinstance(min_examples, int) or min_examples < 0:
         raise ConfigError(f"min_examples must be a non-negative int, got {min_examples!r}")
+    check_looks(looks, first_share, promise)
+
+    def promising(candidate: Candidate, post: Judgement) -> bool:
+        return (candidate.looks < looks and not candidate.recheck and not post.harmful
+                and post.total.wins > post.total.losses and 1.0 - post.p_value >= promise)
 
     def update(batch: Batch, state: AcceptanceState, ctx: Context) -> tuple[Batch, AcceptanceState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
-        passers: list[tuple[Candidate, Posterior]] = []
+        passers: list[tuple[Candidate, Judgement]] = []
         for candidate in batch.candidates:
             head = head_of(ctx, candidate.diff.artifact_id)
-            post = posterior_summary(candidate.evidence, delta=schedule(head.version), margin=margin, prior=prior)
-            decision = _judge(candidate, post, head, min_examples)
+            risk = look_delta(schedule(head.version), candidate.looks, looks=looks, first_share=first_share)
+            post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior)
+            decision = _judge(candidate, post, head, min_examples, promising(candidate, post))
             if decision is None:
                 passers.append((candidate, post))
             else:

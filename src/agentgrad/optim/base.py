@@ -17,6 +17,7 @@ from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.core.evidence import Evidence
 from agentgrad.errors import UnknownArtifactError, UnknownVersionError
+from agentgrad.optim.noise import NoiseEstimate
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,13 @@ class Head:
 
 @dataclass(frozen=True)
 class Context:
-    """What a step may read: the heads of the artifacts, the time, and (optionally) the known task ids."""
+    """What a step may read: the heads of the artifacts, the time, (optionally) the known task ids, and the run's
+    answer-noise estimate (`optim.noise`; None: no estimate, so acceptance uses the sign test alone)."""
 
     heads: Mapping[str, Head]
     now: float = 0.0
     known_tasks: frozenset[str] | None = None
+    noise: NoiseEstimate | None = None
 
 
 @dataclass(frozen=True)
@@ -43,13 +46,17 @@ class Candidate:
     """A diff with its evidence on its way through the stages.
 
     `recheck` is set when a stale diff was rebased: its evidence was measured on an older head. `parts` lists the
-    diffs a fused candidate was made of.
+    diffs a fused candidate was made of. `looks` counts the evidence's looks: 1 for a first evaluation, one more
+    each time the acceptance stage held it for more tasks (`Outcome.EXTEND`); each look is tested at its own share
+    of δ (`optim.acceptance.look_delta`). `origin` is the task the proposal was written for (None if unknown).
     """
 
     diff: Diff
     evidence: Evidence
     recheck: bool = False
     parts: tuple[Diff, ...] = ()
+    looks: int = 1
+    origin: str | None = None
 
 
 def head_of_diff(diff: Diff, ctx: Context, *, stage: str = "") -> Head:

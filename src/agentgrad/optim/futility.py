@@ -22,7 +22,7 @@ import math
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from agentgrad.optim.stats import SKEPTICAL_PRIOR, check_delta, check_margin, check_prior, prob_improvement
+from agentgrad.optim.stats import SIGN_TEST_PRIOR, check_delta, check_margin, check_prior, prob_improvement
 
 
 class PassThresholds:
@@ -34,7 +34,7 @@ class PassThresholds:
     State: the thresholds found so far (non-decreasing in the losses).
     """
 
-    def __init__(self, *, delta: float, margin: float, prior: tuple[float, float] = SKEPTICAL_PRIOR) -> None:
+    def __init__(self, *, delta: float, margin: float, prior: tuple[float, float] = SIGN_TEST_PRIOR) -> None:
         self.delta, self.margin, self.prior = check_delta(delta), check_margin(margin), check_prior(prior)
         self._need: list[int] = []
 

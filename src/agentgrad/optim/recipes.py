@@ -25,6 +25,9 @@ def default(
     contradicts: Callable[[Op, Op], bool] | None = None,
     max_ops: int = 8,
     max_chars: int = 4000,
+    looks: int = 2,
+    first_share: float = 0.7,
+    promise: float = 0.8,
 ) -> Stage[ChainState]:
     """The default aggregator: tabu, governance, staleness, trust region, conflicts, fusion, acceptance.
 
@@ -35,6 +38,7 @@ def default(
         alpha_max: the most versions a diff may lag behind the head of a cold artifact and still be rebased.
         contradicts: the strategy's test for semantically contradictory ops (e.g. a rule and its negation).
         max_ops, max_chars: the trust region: larger diffs are refused.
+        looks, first_share, promise: how evidence accumulates over looks (`accept_if`).
     """
     risk = constant(delta) if isinstance(delta, float) else delta
     return chain(
@@ -43,7 +47,7 @@ def default(
         drop_stale(alpha_max=alpha_max),
         limit_size(max_ops=max_ops, max_chars=max_chars),
         resolve_conflicts(contradicts=contradicts),
-        fuse(delta=risk, margin=margin),
-        accept_if(delta=risk, margin=margin),
+        fuse(delta=risk, margin=margin, looks=looks, first_share=first_share),
+        accept_if(delta=risk, margin=margin, looks=looks, first_share=first_share, promise=promise),
         name="default",
     )

@@ -5,10 +5,13 @@ per-example deltas). Let θ = P(candidate beats base | the pair differs), with p
 The expected improvement on a differing pair is 2θ − 1, so P(improvement > margin) = P(θ > (1 + margin) / 2),
 which is one call to the regularized incomplete beta function: deterministic and microseconds.
 
-The default prior is the skeptical `SKEPTICAL_PRIOR` = (1, 2): it makes the rule at least as strict as the exact
-one-sided sign test, so under the null (θ = 1/2) the false-accept rate never exceeds δ. A flat prior (1, 1) is a
-little more eager: its false-accept rate can exceed δ by up to half a binomial pmf at small n (see
-`false_accept_rate`).
+The default "prior" is `SIGN_TEST_PRIOR` = (0, 1), the limit of Beta priors under which the rule *is* the exact
+one-sided sign test: with k wins and l losses (integers), P(θ > t) under Beta(k, l + 1) equals 1 − P(Bin(k + l, t)
+≥ k), one minus the sign test's p-value against θ = t. So under the null (θ = (1 + margin) / 2 or below) the
+false-accept rate never exceeds δ, and no valid non-randomised test on the same evidence has more power. With no
+win at all the probability is 0. `SKEPTICAL_PRIOR` = (1, 2) is stricter (one win more at small n); a flat prior
+(1, 1) is a little more eager than the sign test: its false-accept rate can exceed δ by up to half a binomial pmf at
+small n (see `false_accept_rate`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from agentgrad.errors import ConfigError, InvalidEvidenceError
 
 FLAT_PRIOR: tuple[float, float] = (1.0, 1.0)
 SKEPTICAL_PRIOR: tuple[float, float] = (1.0, 2.0)
+SIGN_TEST_PRIOR: tuple[float, float] = (0.0, 1.0)
 
 
 def check_margin(margin: float) -> float:
@@ -42,16 +46,17 @@ def check_delta(delta: float) -> float:
 
 
 def check_prior(prior: tuple[float, float]) -> tuple[float, float]:
-    """Return `prior` if it is two finite positive numbers (a0, b0) with a0 <= b0, else raise `ValueError`.
+    """Return `prior` if it is two finite numbers (a0, b0) with 0 <= a0 <= b0 and b0 > 0, else raise `ValueError`.
 
-    a0 <= b0 means the prior never favours the candidate, which is what keeps a tie at P <= 1/2.
+    a0 <= b0 means the prior never favours the candidate, which is what keeps a tie at P <= 1/2; a0 = 0 is the
+    sign-test limit (`SIGN_TEST_PRIOR`).
     """
     try:
         a0, b0 = (float(x) for x in prior)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"prior must be a pair of numbers (a0, b0), got {prior!r}") from exc
-    if not (math.isfinite(a0) and math.isfinite(b0) and a0 > 0 and b0 > 0):
-        raise ConfigError(f"prior (a0, b0) must be finite and positive, got {prior!r}")
+    if not (math.isfinite(a0) and math.isfinite(b0) and a0 >= 0 and b0 > 0):
+        raise ConfigError(f"prior (a0, b0) must be finite, a0 >= 0 and b0 > 0, got {prior!r}")
     if a0 > b0:
         raise ConfigError(f"prior (a0, b0) = {prior!r} favours the candidate (a0 > b0); a tie could be accepted")
     return a0, b0
@@ -66,20 +71,22 @@ def _check_count(value: float, what: str) -> float:
 
 
 def prob_improvement(wins: float, losses: float, *, margin: float,
-                     prior: tuple[float, float] = SKEPTICAL_PRIOR) -> float:
-    """P(2θ − 1 > margin) under the posterior Beta(a0 + wins, b0 + losses).
+                     prior: tuple[float, float] = SIGN_TEST_PRIOR) -> float:
+    """P(2θ − 1 > margin) under the posterior Beta(a0 + wins, b0 + losses) (0 when a0 + wins is 0).
 
     Args:
         wins, losses: fractional win and loss totals, finite and >= 0.
         margin: the smallest improvement per differing pair that counts, in [0, 1).
-        prior: (a0, b0), finite, positive, a0 <= b0.
+        prior: (a0, b0), finite, 0 <= a0 <= b0, b0 > 0.
     An exact tie (wins == losses) gives at most 1/2, so a rule with δ < 1/2 never accepts it.
 
     >>> round(prob_improvement(5, 0, margin=0.0), 4)
-    0.9844
+    0.9688
     """
     a0, b0 = check_prior(prior)
     a, b = a0 + _check_count(wins, "wins"), b0 + _check_count(losses, "losses")
+    if a <= 0:
+        return 0.0
     # P(θ > t) = I_{1−t}(b, a), with 1 − t = (1 − margin) / 2 computed without cancellation.
     p = float(betainc(b, a, (1.0 - check_margin(margin)) / 2.0))
     if a <= b:
@@ -88,7 +95,8 @@ def prob_improvement(wins: float, losses: float, *, margin: float,
     return min(max(p, 0.0), 1.0)
 
 
-def false_accept_rate(n: int, *, delta: float, margin: float, prior: tuple[float, float] = SKEPTICAL_PRIOR) -> float:
+def false_accept_rate(n: int, *, delta: float, margin: float,
+                      prior: tuple[float, float] = SIGN_TEST_PRIOR) -> float:
     """The exact probability that the rule `prob_improvement > 1 − δ` accepts under the null.
 
     The null: each of `n` differing binary pairs is a win with probability 1/2, so the wins are Binom(n, 1/2).
@@ -144,7 +152,7 @@ class Posterior:
 
 
 def posterior_summary(evidence: Evidence, *, delta: float, margin: float,
-                      prior: tuple[float, float] = SKEPTICAL_PRIOR) -> Posterior:
+                      prior: tuple[float, float] = SIGN_TEST_PRIOR) -> Posterior:
     """Test `evidence` at risk `delta` and minimum effect `margin`; see `prob_improvement`."""
     wins, losses = evidence.wins_losses()
     p = prob_improvement(wins, losses, margin=margin, prior=prior)

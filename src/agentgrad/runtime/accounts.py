@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentgrad.runtime.budget import KINDS, Meter, OutOfBudget
+from agentgrad.runtime.budget import KINDS, RUN_CALLS, Meter, OutOfBudget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.records import Recorder
 
@@ -66,6 +66,8 @@ class Accounts(Recorder):
             actual = {kind: 1.0, "tokens": float(outcome.usage.tokens), "cost": outcome.usage.cost}
             if kind not in KINDS:
                 del actual[kind]
+            if kind in RUN_CALLS:
+                actual["calls"] = 1.0
             error, seconds = outcome.error, outcome.seconds
         self.meter.settle(reserved, actual)
         self.log_soon("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,

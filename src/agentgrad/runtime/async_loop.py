@@ -65,7 +65,8 @@ class _Feedback:
 
 def _starved(engine: Engine) -> bool:
     """True when nothing more could reach a verdict: the gate budget is spent, or rollouts bring nothing."""
-    return engine.meter.remaining("gate_evals") <= 0 or engine.idle()
+    meter = engine.meter
+    return meter.remaining("gate_evals") <= 0 or meter.remaining("calls") < 1 or engine.idle()
 
 
 async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout], throttle: Throttle) -> None:
@@ -81,6 +82,8 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
             while True:
                 await throttle.turn(index)
                 if _starved(engine) or engine.meter.remaining("proposals") <= 0:  # else a rollout leads nowhere
+                    return
+                if not await engine.explore_turn():  # the calls left are for judging
                     return
                 task = engine.pick_task(engine.counts["rollout_dispatch"])
                 engine.counts["rollout_dispatch"] += 1

@@ -23,8 +23,9 @@ class OutOfBudget(Exception):
     """Raised inside the runtime when a reservation fails: the worker that hit it stops dispatching."""
 
 
-KINDS = ("rollouts", "proposals", "gate_evals", "tokens", "cost", "wall_time")
+KINDS = ("rollouts", "proposals", "gate_evals", "calls", "tokens", "cost", "wall_time")
 BOUNDED = ("tokens", "cost")  # kinds a call reserves an upper bound of, when they are limited
+RUN_CALLS = ("rollouts", "gate_evals")  # the kinds of call of the user's `run` that `Budget.calls` bounds together
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,10 @@ class Budget:
     Args:
         rollouts: calls of `run` on training tasks.
         proposals: calls of `propose`.
-        gate_evals: calls of `run` on validation tasks made by the acceptance gate.
+        gate_evals: calls of `run` made by the acceptance gate (and by promotion checks).
+        calls: calls of `run` over rollouts and gate evaluations together (GEPA's `max_metric_calls`); the
+            held-out scoring at the end is not counted. Under it the runtime divides the calls between exploring
+            and judging (`Accounts.explore_allowed`); per-kind limits, when also set, still hold exactly.
         tokens, cost: model usage, as reported by the user's functions (see `Usage`).
         wall_time: seconds of run time, summed over resumes.
         tokens_per_call, cost_per_call: the upper bound reserved for each call while tokens or cost are limited.
@@ -43,6 +47,7 @@ class Budget:
     rollouts: int | None = None
     proposals: int | None = None
     gate_evals: int | None = None
+    calls: int | None = None
     tokens: int | None = None
     cost: float | None = None
     wall_time: float | None = None
@@ -57,8 +62,8 @@ class Budget:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"Budget.{item.name} must be a finite number >= 0, got {value!r}")
         if all(getattr(self, k) is None for k in KINDS):
-            raise ConfigError("a Budget needs at least one limit (rollouts, proposals, gate_evals, tokens, cost "
-                              "or wall_time); an unlimited run would never stop")
+            raise ConfigError("a Budget needs at least one limit (rollouts, proposals, gate_evals, calls, tokens, "
+                              "cost or wall_time); an unlimited run would never stop")
 
     def limit(self, kind: str) -> float:
         """The limit of `kind` (inf when unlimited)."""
@@ -89,8 +94,11 @@ class Meter:
         self.over_bound = 0  # calls that spent more than the bound reserved for them
 
     def per_call(self, kind: str | None) -> dict[str, float]:
-        """What one call reserves: one of `kind` (None: no count) and the bound of each limited token/cost kind."""
+        """What one call reserves: one of `kind` (None: no count; a call of `run` also counts one of `calls`) and
+        the bound of each limited token/cost kind."""
         amounts = {} if kind is None else {kind: 1.0}
+        if kind in RUN_CALLS:
+            amounts["calls"] = 1.0
         amounts.update({k: self.bound[k] for k in self._limited})
         return amounts
 
@@ -173,6 +181,8 @@ class Meter:
     def load_state_dict(self, data: Mapping[str, Any]) -> None:
         """Restore used amounts (validated before anything changes)."""
         used = data.get("used")
+        if isinstance(used, Mapping) and "calls" not in used and set(used) == set(KINDS) - {"calls"}:
+            used = {**used, "calls": sum(used[k] for k in RUN_CALLS)}  # a checkpoint from before `calls`
         if not isinstance(used, Mapping) or set(used) != set(KINDS):
             raise StateDictError(f"meter state needs 'used' with keys {KINDS}, got {used!r}")
         if any(isinstance(used[k], bool) or not isinstance(used[k], (int, float)) for k in KINDS):

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from agentgrad.errors import ConfigError
+from agentgrad.optim.acceptance import check_looks, look_delta
 from agentgrad.optim.schedules import Schedule
 from agentgrad.runtime.gate import GateConfig
 
@@ -101,10 +102,28 @@ class Staleness:
 
 @dataclass(frozen=True)
 class Acceptance:
-    """The acceptance rule: commit only if P(improvement > margin) > 1 − δ."""
+    """The acceptance rule: commit only if P(improvement > margin) > 1 − δ (the exact sign test), δ split over
+    the looks at a candidate's evidence (`optim.acceptance`).
+
+    Args:
+        delta, margin: the risk and the minimum effect.
+        looks: the most looks one candidate's evidence gets; a promising one is held for more tasks between them.
+        first_share: the share of δ spent on the first look.
+        promise: P(gain > 0) from which a candidate that fails a look is held for another.
+    """
 
     delta: float | Schedule = 0.05
     margin: float = 0.02
+    looks: int = 2
+    first_share: float = 0.7
+    promise: float = 0.8
+
+    def __post_init__(self) -> None:
+        check_looks(self.looks, self.first_share, self.promise)
+
+    def look_delta(self, delta: float, look: int) -> float:
+        """The δ look number `look` is tested at, from the head's δ."""
+        return look_delta(delta, look, looks=self.looks, first_share=self.first_share)
 
 
 @dataclass(frozen=True)
@@ -171,8 +190,9 @@ class RunConfig:
                             "adaptive": w.adaptive},
                 "staleness": {"async_ratio": s.async_ratio, "alpha_max": s.alpha_max, "policy": s.policy.value},
                 "gate": {"chunk": g.chunk, "screen": g.screen, "early_stop": g.early_stop,
-                         "max_examples": g.max_examples},
-                "acceptance": {"delta": delta, "margin": a.margin}, "timeout": self.timeout,
+                         "max_examples": g.max_examples, "focus": g.focus, "pool": g.pool, "small": g.small},
+                "acceptance": {"delta": delta, "margin": a.margin, "looks": a.looks, "first_share": a.first_share,
+                               "promise": a.promise}, "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
                 "promote_every": self.promote_every, "fuse_wait": self.fuse_wait,
                 "hedge": self.hedge, "inline_reward": self.inline_reward}

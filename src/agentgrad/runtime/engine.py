@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
+
 from agentgrad.core.artifact import Artifact, Version, content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint
@@ -19,14 +21,16 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError
 from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
+from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.schedules import delta_schedule
 from agentgrad.optim.tabu import TabuState, is_tabu
-from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.budget import Budget, Meter
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
+from agentgrad.runtime.locality import Locality
+from agentgrad.runtime.pacing import Pacing
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
@@ -50,7 +54,7 @@ class UserFunctions:
     repair: Callable[..., Any] | None = None
 
 
-class Engine(Accounts):
+class Engine(Pacing):
     """Shared stages of a run. Not thread-safe: used from one event loop.
 
     State (besides the `Accounts`' meter and the `Recorder`'s log and counters): the aggregator, the score cache, the
@@ -77,14 +81,24 @@ class Engine(Accounts):
         self._epoch: tuple[int, list[str]] = (-1, [])
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
+        widened = config.gate.widened(len(self.val))
+        self.pool = self.val + (self.train if widened else [])  # the tasks the gate may score
+        inputs = {t: str(getattr(self.tasks[t], "input", "")) for t in dict.fromkeys(self.pool + self.train)}
+        locality = Locality(inputs)
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
-                         margin=config.acceptance.margin, estimator=self.estimator, peek=self.cache.peek)
+                         margin=config.acceptance.margin, estimator=self.estimator, peek=self.cache.peek,
+                         pool=self.pool, locality=locality if config.gate.focus else None, known=self.known_tasks,
+                         noise=lambda: self.noise)
+        self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
         self.health = RunHealth(config.workers.run_slots, self.counts)
         self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
+        self.frozen_known: tuple[str, frozenset[str]] = ("", frozenset())  # (text hash, tasks): `freeze_known`
+        self.exploring = 0  # rollouts in flight
+        self._settled: anyio.Event | None = None  # set when a diff gets its final verdict (`explore_turn`)
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
@@ -94,6 +108,18 @@ class Engine(Accounts):
         `RunConfig.fuse_wait`, or by default four mean call durations."""
         wait = self.config.fuse_wait
         return 4 * self.estimator.overall if wait is None else wait
+
+    def known_tasks(self, text: str) -> frozenset[str]:
+        """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
+        synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
+        if self.config.asynchronous:
+            return self.cache.tasks(text)
+        digest, tasks = self.frozen_known
+        return tasks if digest == content_hash(text) else frozenset()
+
+    def freeze_known(self) -> None:
+        """Note the head's cached tasks now, for `known_tasks` in the synchronous runtime."""
+        self.frozen_known = (content_hash(self.head.text), self.cache.tasks(self.head.text))
 
     # -- calling run -----------------------------------------------------------------------------------------
     async def call_run(self, kind: str, text: str, task_id: str, late: Callable[[], str] | None = None,
@@ -164,7 +190,12 @@ class Engine(Accounts):
                 used[0] = refresh(used[0])
             return used[0].text
 
-        outcome = await self.hedged_run("rollouts", snapshot.text, task_id, late=None if refresh is None else fresh)
+        self.exploring += 1
+        try:
+            outcome = await self.hedged_run("rollouts", snapshot.text, task_id,
+                                            late=None if refresh is None else fresh)
+        finally:
+            self.exploring -= 1
         snapshot = used[0]
         reward = 0.0
         if outcome.ok:
@@ -235,6 +266,8 @@ class Engine(Accounts):
         """A diff got its final verdict: it is no longer open."""
         diff = self.open.pop(diff_id, None)
         if diff is not None:
+            self.counts["judged"] += 1
+            self.settled()
             printed = fingerprint(diff)
             if self._open_prints.get(printed) == diff_id:
                 del self._open_prints[printed]
@@ -267,10 +300,15 @@ class Engine(Accounts):
                                     {"n": 1.0, "base": origin.reward, "candidate": score})
                 return None
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
-                                            delta=self.delta(base.version), full=full,
-                                            windowed=self.config.asynchronous)
+                                            delta=self.look_delta(base.version, 1), full=full,
+                                            windowed=self.config.asynchronous,
+                                            origin=None if origin is None else origin.task_id)
         self.counts["gated"] += 1
-        return Candidate(diff, evidence)
+        return Candidate(diff, evidence, origin=None if origin is None else origin.task_id)
+
+    def look_delta(self, version: int, look: int) -> float:
+        """The δ that look number `look` at a candidate on head `version` is tested at."""
+        return self.config.acceptance.look_delta(self.delta(version), look)
 
     def record_verdict(self, diff: Diff, evidence: Evidence, outcome: Outcome, stage: str, reason: str,
                        numbers: Mapping[str, float] | None = None) -> Decision:
@@ -295,7 +333,7 @@ class Engine(Accounts):
         layer = self.artifact.layer
         assert layer is not None
         return Context({self.artifact.id: Head(self.head.version, self.head.text, layer, self.artifact.kind)},
-                       now=self.elapsed())
+                       now=self.elapsed(), noise=self.noise)
 
     def aggregate(self, candidates: Sequence[Candidate]) -> StepResult:
         """One optimizer step on `candidates`, committed; its inputs are logged first, for resume and replay."""
@@ -304,17 +342,18 @@ class Engine(Accounts):
         step = self.steps
         self.in_step = True
         self.emit("step", {"step": step, "now": ctx.now, "head": self.head.version,
-                           "head_hash": content_hash(self.head.text),
+                           "head_hash": content_hash(self.head.text), "noise": self.noise.to_dict(),
                            "candidates": [candidate_to_dict(c) for c in candidates]})
         result = self.aggregator.step(candidates, ctx)
         versions = commit_step(self.store, result, candidates)
         if versions:
             self.head = Snapshot(versions[-1].number, versions[-1].text)
         self.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
-        self.finish_step(step, result, versions)
+        self.finish_step(step, result, versions, candidates)
         return result
 
-    def finish_step(self, step: int, result: StepResult, versions: Sequence[Version]) -> None:
+    def finish_step(self, step: int, result: StepResult, versions: Sequence[Version],
+                    candidates: Sequence[Candidate] = ()) -> None:
         """Log a step's verdicts, commits and held work in one transaction, then write the checkpoint."""
         rows: list[tuple[str, Mapping[str, Any]]] = [("decision", {**d.to_dict(), "step": step})
                                                      for d in result.decisions]
@@ -323,6 +362,8 @@ class Engine(Accounts):
                 for c in result.held]
         rows.append(("step_done", {"step": step, "held": held, "versions": [v.number for v in versions]}))
         self.emit_many(rows)
+        final = {d.diff_id for d in result.decisions if d.outcome.final}
+        self.noise = self.noise.added(c.evidence for c in candidates if c.diff.id in final)
         for decision in result.decisions:
             self.counts[f"decision_{decision.outcome.value}"] += 1
             self.drop_open(decision.diff_id)
@@ -343,4 +384,5 @@ class Engine(Accounts):
             "step": self.steps, "seq": self.events.last_seq(), "aggregator": self.aggregator.state_dict(),
             "estimator": self.estimator.state_dict(), "counts": dict(self.counts), "calls": self.calls,
             "promotion": self.promotion.state_dict(), "promotion_due": self.promotion_due,
+            "noise": self.noise.to_dict(),
             "wall_time": self.elapsed() if wall_time is None else wall_time})

@@ -18,12 +18,15 @@ from agentgrad.data.task import Task
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.optim.aggregator import Aggregator
 from agentgrad.optim.recipes import default
+from agentgrad.optim.schedules import delta_schedule
+from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.async_loop import run_async
 from agentgrad.runtime.budget import Budget, OutOfBudget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
 from agentgrad.runtime.engine import Callback, Engine, UserFunctions
 from agentgrad.runtime.result import Result, RunUsage
 from agentgrad.runtime.resume import restore
+from agentgrad.runtime.smalldata import gate_power
 from agentgrad.runtime.sync_loop import run_sync
 from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
@@ -100,8 +103,9 @@ def systemic(exc: BaseException) -> AgentgradError:
 
 def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
     alpha = 10**9 if config.staleness.policy is StalePolicy.KEEP else config.staleness.alpha_max
-    return Aggregator(default(delta=config.acceptance.delta, margin=config.acceptance.margin, alpha_max=alpha,
-                              contradicts=strategy.contradicts))
+    a = config.acceptance
+    return Aggregator(default(delta=a.delta, margin=a.margin, alpha_max=alpha, contradicts=strategy.contradicts,
+                              looks=a.looks, first_share=a.first_share, promise=a.promise))
 
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
@@ -127,6 +131,14 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
     user = _user(run, propose, agent, reward, config.staleness.repair)
     splits = _splits(tasks, config.seed)
     start = _artifact(artifact)
+    power = gate_power(n_val=len(splits.val), n_train=len(splits.train), gate=config.gate,
+                       delta=config.acceptance.look_delta(delta_schedule(config.acceptance.delta)(0), 1),
+                       margin=config.acceptance.margin,
+                       prior=SIGN_TEST_PRIOR)
+    if power.widened:
+        log.info("the validation split has %d tasks: the gate draws evidence from the %d training tasks too",
+                 len(splits.val), len(splits.train))
+    splits = replace(splits, protocol=splits.protocol + power.protocol())
     run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget, run_dir,
                      list(callbacks), clock or time.monotonic)

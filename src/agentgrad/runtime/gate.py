@@ -6,6 +6,12 @@ or if every remaining task were a win it would still fail. Then it stops: the ev
 aggregator to exactly the verdict the whole split would have given, at a fraction of the calls. Before that, an
 optional screen tries the candidate on the training task it was proposed for; one that does not beat the base
 there is rejected at the cost of one call (screening can only reject, so it never adds a false accept).
+
+The tasks a candidate is scored on are its *plan*: first the `focus` tasks whose inputs look most like its origin
+task's (`runtime.locality`: where a real effect shows), then a seeded random sample of the rest (a regression
+check), `max_examples` in all. The gate's *pool* is the validation split, or, when that is small, the validation
+and training tasks together (the origin task left out: the proposal was written for it); `RunConfig` and the
+run's protocol say which. The order depends on the inputs and the seed only, never on a score.
 """
 
 from __future__ import annotations
@@ -15,14 +21,20 @@ from dataclasses import dataclass
 
 import anyio
 
-from agentgrad.core.evidence import Evidence
+from agentgrad.core.evidence import Evidence, Row
 from agentgrad.errors import ConfigError
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
-from agentgrad.optim.stats import SKEPTICAL_PRIOR, prob_improvement
+from agentgrad.optim.judge import MIN_FOCUS, Tally, certain, prefer_calibrated
+from agentgrad.optim.noise import NoiseEstimate
+from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
 from agentgrad.runtime.budget import OutOfBudget
+from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 
 Score = Callable[[str, str], Awaitable[float]]  # (text, task id) -> score
+POOLS = ("auto", "val", "train+val")
+SPOT_CHECK = 4  # a re-check scores again this many of the candidate's wins and losses on the new head
+FOCUS_CUT = 0.5  # a focus task is at least this share as like the origin as the most alike task
 
 
 @dataclass(frozen=True)
@@ -30,34 +42,60 @@ class GateConfig:
     """How the gate spends evaluations.
 
     Args:
-        chunk: validation tasks scored between two looks at the evidence.
+        chunk: tasks scored between two looks at the evidence.
         screen: first try the candidate on the training task it was proposed for.
         early_stop: stop as soon as the verdict is certain (exact; never changes a verdict).
-        max_examples: at most this many validation tasks per candidate (None: the whole split).
-        futility: also stop (and so reject) once the predictive probability of passing on the whole split falls
+        max_examples: at most this many tasks in a candidate's plan (None: the whole pool).
+        futility: also stop (and so reject) once the predictive probability of passing on the whole plan falls
             below this (`optim.futility`; 0 turns it off). It never adds an accept; it costs a little power.
+        focus: the plan starts with this many tasks most like the candidate's origin task (0: none).
+        pool: "val" (score validation tasks only), "train+val" (training tasks too, the origin left out), or
+            "auto": "train+val" when the validation split has fewer than `small` tasks, else "val".
+        small: see `pool`.
     """
 
     chunk: int = 8
     screen: bool = True
     early_stop: bool = True
-    max_examples: int | None = None
+    max_examples: int | None = 24
     futility: float = 0.02
+    focus: int = 8
+    pool: str = "auto"
+    small: int = 100
 
     def __post_init__(self) -> None:
         if isinstance(self.futility, bool) or not isinstance(self.futility, (int, float)) \
                 or not 0.0 <= self.futility < 0.5:
             raise ConfigError(f"GateConfig.futility must be a probability in [0, 0.5), got {self.futility!r}")
-        for name in ("chunk", "max_examples"):
+        for name in ("chunk", "max_examples", "focus", "small"):
             value = getattr(self, name)
             if name == "max_examples" and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"GateConfig.{name} must be an int >= 1, got {value!r}")
+            low = 0 if name == "focus" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"GateConfig.{name} must be an int >= {low}, got {value!r}")
+        if self.pool not in POOLS:
+            raise ConfigError(f"GateConfig.pool must be one of {POOLS}, got {self.pool!r}")
+
+    def widened(self, n_val: int) -> bool:
+        """True if the gate's pool takes training tasks beside `n_val` validation tasks."""
+        return self.pool == "train+val" or (self.pool == "auto" and n_val < self.small)
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What the early stop of one look needs: the focus tasks (the gain is looked for there; empty: on every
+    task), the δ of this look, the noise estimate, and whether the order is free of earlier scores (futility)."""
+
+    focus: frozenset[str]
+    delta: float
+    noise: NoiseEstimate | None
+    random: bool
+    calibrated: bool = False
 
 
 def verdict_is_certain(wins: float, losses: float, remaining: int, *, delta: float, margin: float,
-                       prior: tuple[float, float] = SKEPTICAL_PRIOR) -> bool:
+                       prior: tuple[float, float] = SIGN_TEST_PRIOR) -> bool:
     """True when no outcome of the `remaining` tasks can change whether P(gain > margin) > 1 − δ."""
     worst = prob_improvement(wins, losses + remaining, margin=margin, prior=prior)
     best = prob_improvement(wins + remaining, losses, margin=margin, prior=prior)
@@ -68,9 +106,18 @@ class Gate:
     """Builds evidence for candidates; `score(text, task_id)` is the runtime's cached, budgeted evaluation."""
 
     def __init__(self, score: Score, val_ids: Sequence[str], config: GateConfig, *, seed: int, margin: float,
-                 estimator: DurationEstimator, prior: tuple[float, float] = SKEPTICAL_PRIOR,
-                 peek: Callable[[str, str], float | None] | None = None) -> None:
+                 estimator: DurationEstimator, prior: tuple[float, float] = SIGN_TEST_PRIOR,
+                 peek: Callable[[str, str], float | None] | None = None, pool: Sequence[str] | None = None,
+                 locality: Locality | None = None, known: Callable[[str], Collection[str]] | None = None,
+                 noise: Callable[[], NoiseEstimate | None] | None = None) -> None:
+        """`val_ids` is the validation split; `pool` the tasks the gate may score (default: `val_ids`);
+        `known(text)` the tasks whose score of `text` costs nothing (cached), which a plan takes first among
+        equals."""
         self.score, self.val_ids, self.config, self.peek = score, list(val_ids), config, peek
+        self.pool = list(val_ids if pool is None else pool)
+        self.locality = locality
+        self.known = known or (lambda text: ())
+        self.noise = noise or (lambda: None)
         self.seed, self.margin, self.prior, self.estimator = seed, margin, prior, estimator
         self.tasks_skipped = 0
         self.tasks_carried = 0
@@ -110,15 +157,15 @@ class Gate:
             return (await self.score_pairs(texts, [task_id]))[task_id]
         return base, await self.score(texts[1], task_id)
 
-    async def _windowed(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
-                        known: dict[str, tuple[float, float]], random: bool) -> dict[str, tuple[float, float]]:
+    async def _windowed(self, texts: tuple[str, str], order: Sequence[str], look: _Look, full: bool,
+                        known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
         """Keep `chunk` tasks in flight and start the next one as soon as any finishes (no barrier, so one slow
         call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain.
 
         The tasks visited are those of `order` (a seeded random order, which futility assumes); only the first
         window starts longest first, so that when slots are scarce the slowest calls get them first."""
         scores, total = dict(known), len(known) + len(order)
-        if not full and self._certain(scores, total - len(scores), delta, random):
+        if not full and self._certain(scores, total - len(scores), look):
             return self._skipped(scores, total)
         send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order) or 1)
         short = False
@@ -140,7 +187,7 @@ class Gate:
                     short = True
                     break
                 scores[task_id] = result
-                if not full and self._certain(scores, total - len(scores), delta, random):
+                if not full and self._certain(scores, total - len(scores), look):
                     self._skipped(scores, total)
                     break
                 if started < len(order):
@@ -151,14 +198,14 @@ class Gate:
             raise OutOfBudget("gate_evals")
         return scores
 
-    async def _chunked(self, texts: tuple[str, str], order: Sequence[str], delta: float, full: bool,
-                       known: dict[str, tuple[float, float]], random: bool) -> dict[str, tuple[float, float]]:
+    async def _chunked(self, texts: tuple[str, str], order: Sequence[str], look: _Look, full: bool,
+                       known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
         """Score `order` in chunks with a look at the evidence before each (the tasks scored are then a function
         of the evidence alone, which the synchronous runtime's reproducibility needs)."""
         scores, total = dict(known), len(known) + len(order)
         step = max(1, self.config.chunk)
         for start in range(0, len(order), step):
-            if not full and self._certain(scores, total - len(scores), delta, random):
+            if not full and self._certain(scores, total - len(scores), look):
                 return self._skipped(scores, total)
             scores.update(await self.score_pairs(texts, order[start:start + step]))
         return scores
@@ -167,63 +214,122 @@ class Gate:
         self.tasks_skipped += total - len(scores)
         return scores
 
-    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, delta: float,
-                 futility: bool = True) -> bool:
-        """True when scoring more tasks is not worth it: the verdict is certain, or (every fourth look, when the
-        tasks are visited in random order) passing has become improbable (futility)."""
+    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, look: _Look) -> bool:
+        """True when scoring more tasks is not worth it: the verdict is certain (`optim.judge.certain`), or (every
+        fourth look, for the sign test on tasks in random order) passing has become improbable (futility)."""
         if not self.config.early_stop or remaining == 0:
             return False
-        wins = sum(max(c - b, 0.0) for b, c in scores.values())
-        losses = sum(max(b - c, 0.0) for b, c in scores.values())
-        if verdict_is_certain(wins, losses, remaining, delta=delta, margin=self.margin, prior=self.prior):
+        rows = [Row(t, b, c) for t, (b, c) in scores.items()]
+        focused = bool(look.focus)
+        gain = Tally.of(r for r in rows if r.task_id in look.focus) if focused else Tally.of(rows)
+        gain_left = len(look.focus - scores.keys()) if focused else remaining
+        if certain(gain, Tally.of(rows), focused=focused, gain_left=gain_left, other_left=remaining - gain_left,
+                   delta=look.delta, margin=self.margin, noise=look.noise, prior=self.prior,
+                   calibrated=look.calibrated):
             return True
-        if not futility or self.config.futility <= 0 or len(scores) % 4:
+        if not look.random or focused or look.calibrated or self.config.futility <= 0 \
+                or len(scores) % 4:
             return False
-        thresholds = self._thresholds.get(delta)
+        thresholds = self._thresholds.get(look.delta)
         if thresholds is None:
-            thresholds = self._thresholds[delta] = PassThresholds(delta=delta, margin=self.margin, prior=self.prior)
-        differing = sum(1 for b, c in scores.values() if b != c)
-        futile = prob_pass_later(wins, losses, differing, len(scores), remaining, thresholds) < self.config.futility
+            thresholds = self._thresholds[look.delta] = PassThresholds(delta=look.delta, margin=self.margin,
+                                                                       prior=self.prior)
+        differing = sum(1 for r in rows if r.delta != 0)
+        futile = prob_pass_later(gain.wins, gain.losses, differing, len(scores), remaining, thresholds) \
+            < self.config.futility
         self.futile_stops += futile
         return futile
+
+    def prior_cost(self) -> float:
+        """The calls one proposal is expected to cost the gate before any was judged: a screen and half a plan."""
+        plan = len(self.pool) if self.config.max_examples is None else min(len(self.pool), self.config.max_examples)
+        return (1.0 if self.config.screen else 0.0) + plan / 2
+
+    def plan(self, base_text: str, base_version: int, origin: str | None,
+             looks: int = 1) -> tuple[list[str], list[str]]:
+        """A candidate's plan, (focus, rest): the `focus` (times `looks`) pool tasks most like `origin`, then the
+        other pool tasks in a seeded random order per base version. Among equals, tasks whose base score is cached
+        come first: candidates on one head share those, so they cost one call instead of two. Nothing in the plan
+        depends on this candidate's scores."""
+        pool = [t for t in self.pool if t != origin]
+        rank = {t: i for i, t in enumerate(seeded_order(pool, seed=self.seed, salt=f"v{base_version}"))}
+        known = self.known(base_text)
+        focus: list[str] = []
+        if origin is not None and self.locality is not None and self.config.focus > 0:
+            near = self.locality.similarities(origin)
+            top = max((near.get(t, 0.0) for t in pool), default=0.0)
+            close = [t for t in pool if near.get(t, 0.0) >= FOCUS_CUT * top > 0]  # the origin's own neighbourhood
+            close.sort(key=lambda t: (-round(near[t], 9), t not in known, rank[t]))
+            focus = close[: self.config.focus * looks]
+        if len(focus) < MIN_FOCUS:  # too few tasks look like the origin: the gain is looked for on every task
+            focus = []
+        chosen = set(focus)
+        rest = sorted((t for t in pool if t not in chosen), key=lambda t: (t not in known, rank[t]))
+        return focus, rest
 
     async def evidence(self, diff_id: str, base_text: str, base_version: int, cand_text: str, *, delta: float,
                        full: bool = False, windowed: bool = False,
                        known: Mapping[str, tuple[float, float]] | None = None,
-                       first: Sequence[str] = ()) -> Evidence:
-        """Paired evidence of candidate vs base on validation tasks (all of them when `full`).
+                       first: Sequence[str] = (), origin: str | None = None, looks: int = 1,
+                       given_focus: Sequence[str] = ()) -> Evidence:
+        """Paired evidence of candidate vs base on the tasks of its plan (`plan`, `max_examples` times `looks`
+        tasks in all; every pool task when `full`).
 
-        Tasks are visited in a seeded order per base version (so candidates on the same head share the base's
-        cached scores), `first` ahead of the rest; pairs in `known` are taken as they are. By default tasks are
-        scored in chunks with a look at the evidence between chunks, so the tasks scored are a function of the
-        evidence alone (the synchronous runtime's reproducibility needs that); `windowed` scores them through a
-        sliding window instead, which keeps slots busy under heavy-tailed latency.
+        `first` (tasks to re-score first, from `reverify`) comes ahead of the plan; pairs in `known` are taken as
+        they are. By default tasks are scored in chunks with a look at the evidence between chunks, so the tasks
+        scored are a function of the evidence alone (the synchronous runtime's reproducibility needs that);
+        `windowed` scores them through a sliding window instead, which keeps slots busy under heavy-tailed latency.
+        The evidence is `full` when it covers the whole validation split.
         """
-        order = seeded_order(self.val_ids, seed=self.seed, salt=f"v{base_version}")
-        if not full and self.config.max_examples is not None:
-            order = order[: self.config.max_examples]
         given = dict(known or {})
-        lead = [t for t in dict.fromkeys(first) if t not in given]
-        order = lead + [t for t in order if t not in given and t not in set(lead)]
+        focus, rest = self.plan(base_text, base_version, origin, looks)
+        focus = list(dict.fromkeys([*focus, *(t for t in given_focus if t in given or t in self.pool)]))
+        lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
+        rest = [t for t in rest if t not in given and t not in set(lead)]
+        if not full and self.config.max_examples is not None:  # the plan: `max_examples` tasks a look in all
+            rest = rest[: max(0, self.config.max_examples * looks - len(given) - len(lead))]
+        order = lead + rest
         visit = self._windowed if windowed else self._chunked
-        # futility assumes the tasks come in random order: not so when some were chosen to come first
-        scores = await visit((base_text, cand_text), order, delta, full, given, not given and not lead)
-        complete = len(scores) == len(self.val_ids)
+        # futility assumes the tasks come in an order that does not depend on earlier scores: not so for re-checks
+        noise = self.noise()
+        planned = len(focus) if focus else len(given) + len(order)
+        look = _Look(frozenset(focus), delta, noise, not given and not first,
+                     prefer_calibrated(planned, delta=delta, margin=self.margin, noise=noise, prior=self.prior))
+        scores = await visit((base_text, cand_text), order, look, full, given)
+        complete = all(t in scores for t in self.val_ids)
+        far = self.far(origin, [t for t in scores if t not in look.focus])
         return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
-                               base_version=base_version, full=complete)
+                               base_version=base_version, full=complete,
+                               focus=tuple(t for t in focus if t in scores), far=tuple(far),
+                               calibrated=look.calibrated)
+
+    def far(self, origin: str | None, rest: Sequence[str]) -> list[str]:
+        """The tasks of `rest` least like `origin`: at or below the median similarity of the pool to it (all of
+        `rest` without an origin or a locality)."""
+        if origin is None or self.locality is None:
+            return list(rest)
+        near = self.locality.similarities(origin)
+        values = sorted(near.get(t, 0.0) for t in self.pool if t != origin)
+        cut = values[len(values) // 2] if values else 0.0
+        return [t for t in rest if near.get(t, 0.0) <= cut]
 
     async def reverify(self, diff_id: str, texts: tuple[str, str], base_version: int, old: Evidence,
-                       touched: Collection[str], *, delta: float, windowed: bool = False) -> Evidence:
-        """Evidence on a new head for a candidate that passed on an older one, re-scoring only what can have moved.
+                       touched: Collection[str], *, delta: float, windowed: bool = False,
+                       looks: int = 1, origin: str | None = None) -> Evidence:
+        """Evidence on a new head for a candidate scored on an older one (or getting another look), re-scoring only
+        what can have moved.
 
-        The tasks that carried the candidate's effect (its wins and losses) and the tasks the commits in between
-        changed (`touched`) are scored again on the new head, first; the candidate's other ties are carried over
-        as ties (assuming no interaction where neither change made a difference). Then, as in `evidence`, more
-        tasks are scored only while the verdict is open.
+        The tasks the commits in between changed (`touched`) are scored again on the new head, first, with (when
+        the head moved) a spot check of `SPOT_CHECK` of the candidate's own wins and losses (a head that already
+        has its effect shows there); every other row is carried over as it is (assuming no interaction where the
+        commits in between made no difference; an edit of the same unit is a conflict and never gets here). Then,
+        as in `evidence`, more tasks are scored only while the verdict is open (up to the look's plan).
         """
+        moved = old.base_version != base_version  # on the same head every old row is still exact
+        spot = set(sorted(r.task_id for r in old.rows if r.delta != 0)[:SPOT_CHECK]) if moved else set()
         keep = {r.task_id: (r.base, r.candidate) for r in old.rows
-                if r.base == r.candidate and r.task_id not in touched}
+                if r.task_id not in touched and r.task_id not in spot}
         redo = [r.task_id for r in old.rows if r.task_id not in keep]
         self.tasks_carried += len(keep)
         return await self.evidence(diff_id, texts[0], base_version, texts[1], delta=delta, windowed=windowed,
-                                   known=keep, first=redo)
+                                   known=keep, first=redo, looks=looks, given_focus=old.focus, origin=origin)

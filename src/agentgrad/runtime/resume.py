@@ -24,6 +24,7 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.errors import StateDictError
 from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
+from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.runtime.budget import BOUNDED, KINDS
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Snapshot, candidate_from_dict
@@ -67,7 +68,8 @@ def _context(store: SQLiteStore, artifact: Artifact, payload: Mapping[str, Any])
         raise StateDictError(f"step {payload['step']}: the store's version {version.number} does not match the log")
     layer = artifact.layer
     assert layer is not None
-    return Context({artifact.id: Head(version.number, version.text, layer, artifact.kind)}, now=float(payload["now"]))
+    return Context({artifact.id: Head(version.number, version.text, layer, artifact.kind)}, now=float(payload["now"]),
+                   noise=NoiseEstimate.load(payload["noise"]) if "noise" in payload else None)
 
 
 def _is_step_verdict(event: Event) -> bool:
@@ -96,6 +98,7 @@ def restore(engine: Engine) -> Work:
             engine.promotion.load_state_dict(checkpoint["promotion"])
             engine.promotion_due = bool(checkpoint.get("promotion_due", False))
         engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
+        engine.noise = NoiseEstimate.load(checkpoint.get("noise"))
         engine.wall_before = float(checkpoint["wall_time"])
         done_steps, after = int(checkpoint["step"]), int(checkpoint["seq"])
     noted = events.get("wall")  # written while the loop ran: later than the checkpoint if the process was killed
@@ -123,7 +126,10 @@ def _redo_step(engine: Engine, event: Event, *, logged: bool) -> None:
     candidates = [candidate_from_dict(c) for c in event.payload["candidates"]]
     result = engine.aggregator.step(candidates, ctx)
     engine.steps = step + 1
+    engine.noise = ctx.noise or NoiseEstimate()
     if logged:
+        final = {d.diff_id for d in result.decisions if d.outcome.final}
+        engine.noise = engine.noise.added(c.evidence for c in candidates if c.diff.id in final)
         return
     engine.counts["replayed_steps"] += 1
     committed = {v.diff_id: v for v in engine.store.history(engine.artifact.id)}
@@ -136,7 +142,7 @@ def _redo_step(engine: Engine, event: Event, *, logged: bool) -> None:
     else:
         raise StateDictError(f"step {step}: the store holds only some of the diffs this step accepted")
     engine.in_step = True
-    engine.finish_step(step, result, versions)
+    engine.finish_step(step, result, versions, candidates)
 
 
 def _in_flight(engine: Engine) -> Work:

@@ -20,6 +20,7 @@ class ScoreCache:
         self.compute = compute
         self.max_entries = max_entries
         self.scores: dict[tuple[str, str], float] = {}
+        self._tasks: dict[str, set[str]] = {}  # text hash -> tasks with a cached score
         self.pending: dict[tuple[str, str], anyio.Event] = {}
         self.hits = 0
         self.misses = 0
@@ -27,8 +28,16 @@ class ScoreCache:
     def put(self, text: str, task_id: str, score: float) -> None:
         """Remember a score computed elsewhere (e.g. a rollout's reward)."""
         if len(self.scores) >= self.max_entries:
-            self.scores.pop(next(iter(self.scores)))
-        self.scores[(content_hash(text), task_id)] = score
+            old_text, old_task = next(iter(self.scores))
+            del self.scores[(old_text, old_task)]
+            self._tasks.get(old_text, set()).discard(old_task)
+        digest = content_hash(text)
+        self.scores[(digest, task_id)] = score
+        self._tasks.setdefault(digest, set()).add(task_id)
+
+    def tasks(self, text: str) -> frozenset[str]:
+        """The tasks `text` has a cached score on (no hit is counted)."""
+        return frozenset(self._tasks.get(content_hash(text), ()))
 
     def peek(self, text: str, task_id: str) -> float | None:
         """The cached score, if there is one (counted as a hit); None, without computing anything, otherwise."""

@@ -97,7 +97,8 @@ async def admit_and_evaluate(engine: Engine, proposed: Proposed) -> Candidate | 
 
 async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Candidate | None:
     """Evaluate sent-back work again: a held candidate on the current head (on the whole validation split for a
-    full check), a proposal an earlier session left unevaluated, or (STALE) a diff to repair."""
+    full check, on more tasks for EXTEND, its evidence kept), a proposal an earlier session left unevaluated, or
+    (STALE) a diff to repair."""
     diff = candidate.diff
     if outcome is Outcome.STALE:
         repaired = await repair(engine, diff)
@@ -109,13 +110,19 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     engine.counts["rechecks"] += 1
     if outcome is Outcome.FULL_CHECK:
         return await engine.evaluate(proposed, full=True)
-    return await reverify(engine, proposed, candidate.evidence)
+    looks = candidate.looks + (outcome is Outcome.EXTEND)
+    if outcome is Outcome.EXTEND:
+        engine.counts["extended"] += 1
+    return await reverify(engine, proposed, candidate.evidence, looks=looks, origin=candidate.origin)
 
 
-async def reverify(engine: Engine, proposed: Proposed, old: Evidence) -> Candidate | None:
-    """Re-check, on the current head, a candidate that passed on an older one: only the tasks that carried its
-    effect and those the commits in between changed are scored again (`Gate.reverify`). Without usable old
-    evidence, or when a commit in between has none (a revert), the candidate is evaluated afresh."""
+async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: int = 1,
+                   origin: str | None = None) -> Candidate | None:
+    """Re-check, on the current head, a candidate whose evidence was gathered on an older one or that gets another
+    look: only the tasks that carried its effect and those the commits in between changed are scored again
+    (`Gate.reverify`; on an unchanged head those scores are cached), then new tasks while the verdict is open.
+    Without usable old evidence, or when a commit in between has none (a revert), the candidate is evaluated
+    afresh."""
     diff, base = proposed.diff, proposed.snapshot
     changed = None if old.base_version is None or not old.rows else \
         touched(engine, diff.artifact_id, old.base_version, base.version)
@@ -123,9 +130,10 @@ async def reverify(engine: Engine, proposed: Proposed, old: Evidence) -> Candida
         return await engine.evaluate(proposed)
     texts = (base.text, apply(diff, base.text))
     evidence = await engine.gate.reverify(diff.id, texts, base.version, old, changed,
-                                          delta=engine.delta(base.version), windowed=engine.config.asynchronous)
+                                          delta=engine.look_delta(base.version, looks),
+                                          windowed=engine.config.asynchronous, looks=looks, origin=origin)
     engine.counts["reverified"] += 1
-    return Candidate(diff, evidence)
+    return Candidate(diff, evidence, looks=looks, origin=origin)
 
 
 def touched(engine: Engine, artifact_id: str, after: int, upto: int) -> frozenset[str] | None:

@@ -75,6 +75,8 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     workers = engine.config.workers
     snapshot = engine.head
     n = _affordable(engine, "rollouts", workers.rollout) if not engine.idle() else 0
+    while n > 0 and not engine.explore_allowed(n - 1):  # the calls left are for judging
+        n -= 1
     tasks = [engine.pick_task(round_no * workers.rollout + w) for w in range(n)]
     rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
                              limit=workers.rollout, order=start_order(engine, tasks))
@@ -84,15 +86,18 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     proposed = await _gather([partial(engine.propose, r) for r in failing[:k]], limit=workers.propose)
     todo: list[Callable[[], Awaitable[Candidate | None]]] = [partial(recheck, engine, c, o) for c, o in held]
     todo += [partial(admit_and_evaluate, engine, p) for p in proposed if p is not None]
+    engine.freeze_known()  # every rollout of the round is in: plans see the same cache whatever the timing
     return [c for c in await _gate_in_waves(engine, todo) if c is not None]
 
 
 async def _gate_in_waves(engine: Engine, todo: Sequence[Callable[[], Awaitable[Candidate | None]]]
                          ) -> list[Candidate | None]:
     """Evaluate candidates in order, as many at once as the gate budget surely covers (each may need one screen
-    call and two calls per validation task), so that running out of budget never depends on timing; when not even
+    call and two calls per task of its plan), so that running out of budget never depends on timing; when not even
     one is surely covered, one at a time."""
-    per_candidate, most = 1 + 2 * len(engine.val), engine.config.workers.gate
+    plan = engine.config.gate.max_examples
+    per_candidate = 1 + 2 * (len(engine.gate.pool) if plan is None else min(plan, len(engine.gate.pool)))
+    most = engine.config.workers.gate
     if engine.affordable("gate_evals", per_candidate * len(todo)):
         return await _gather(todo, limit=most)
     out: list[Candidate | None] = []
@@ -106,7 +111,7 @@ async def _gate_in_waves(engine: Engine, todo: Sequence[Callable[[], Awaitable[C
 
 def _can_continue(engine: Engine, held: int) -> bool:
     exhausted = engine.meter.exhausted()
-    if engine.time_left() <= 0 or "gate_evals" in exhausted:
+    if engine.time_left() <= 0 or "gate_evals" in exhausted or "calls" in exhausted:
         return False
     if held > 0:
         return True

@@ -35,9 +35,14 @@ def is_rebase_of(new: Diff, old: Diff) -> bool:
 
 
 def evidence_summary(diff_id: str, evidence: Evidence) -> tuple[Any, ...]:
-    """The per-diff evidence row: (diff_id, base_version, full, cost, tokens, traces JSON, n_rows)."""
+    """The per-diff evidence row: (diff_id, base_version, full, cost, tokens, traces JSON, n_rows). The traces
+    column holds the list of traces, or, when the evidence marks focus or far tasks, an object with all three."""
+    traces: Any = list(evidence.traces)
+    if evidence.focus or evidence.far or evidence.calibrated:
+        traces = {"traces": traces, "focus": list(evidence.focus), "far": list(evidence.far),
+                  "calibrated": evidence.calibrated}
     return (diff_id, evidence.base_version, int(evidence.full), float(evidence.cost), int(evidence.tokens),
-            to_json(list(evidence.traces)), len(evidence.rows))
+            to_json(traces), len(evidence.rows))
 
 
 def evidence_rows(diff_id: str, evidence: Evidence) -> Iterator[tuple[str, int, str, float, float]]:
@@ -49,8 +54,11 @@ def evidence_rows(diff_id: str, evidence: Evidence) -> Iterator[tuple[str, int, 
 def evidence_from_rows(summary: Sequence[Any], rows: Sequence[Sequence[Any]]) -> Evidence:
     """Rebuild evidence from its summary (base_version, full, cost, tokens, traces) and (task, base, cand) rows."""
     base_version, full, cost, tokens, traces = summary
+    body = json.loads(traces)
+    marks: Mapping[str, Any] = body if isinstance(body, Mapping) else {"traces": body}
     return Evidence(tuple(Row(t, b, c) for t, b, c in rows), base_version, bool(full), cost, tokens,
-                    tuple(json.loads(traces)))
+                    tuple(marks.get("traces", ())), tuple(marks.get("focus", ())), tuple(marks.get("far", ())),
+                    bool(marks.get("calibrated", False)))
 
 
 def _plain_number(value: Any, name: str) -> int | float:

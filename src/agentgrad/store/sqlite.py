@@ -258,11 +258,8 @@ class SQLiteStore:
                 tables.put_decision(c, decision, now)
 
     def revert(self, artifact_id: str, *, reason: str, expected: int | None = None) -> Version:
-        """Commit the inverse of the diff that made the dev head, and record a REVERTED decision on that diff.
-
-        `expected`, if given, is the dev head the caller saw (compare-and-swap). Raises `UnknownVersionError`
-        when the head is version 0 (nothing to revert).
-        """
+        """Commit the inverse of the diff that made the dev head, and record a REVERTED decision on that diff;
+        `expected`: the dev head the caller saw (compare-and-swap). `UnknownVersionError` at version 0."""
         now = self._clock()
         with self._write() as c:
             head = tables.head(c, artifact_id)
@@ -272,14 +269,38 @@ class SQLiteStore:
             inverse = invert(original, tables.version(c, artifact_id, head.number - 1).text)
             inverse = Diff(artifact_id, head.number, inverse.ops, author=original.author,
                            rationale=f"revert {original.id}: {reason}")
-            numbers = {"reverted_version": head.number}
-            accept = Decision(inverse.id, artifact_id, Outcome.ACCEPTED, "revert", reason, numbers,
-                              fingerprint(inverse))
-            version = self._commit_in(c, inverse, Evidence((), base_version=head.number), accept,
-                                      head.number if expected is None else expected, now)
-            reverted = Decision(original.id, artifact_id, Outcome.REVERTED, "revert", reason,
-                                {**numbers, "revert_version": version.number}, fingerprint(original))
-            tables.put_decision(c, reverted, now)
+            return self._revert_in(c, original, inverse, reason, {"reverted_version": head.number}, expected, now)
+
+    def revert_commit(self, diff_id: str, inverse: Diff, *, reason: str, numbers: Mapping[str, float] | None = None,
+                      expected: int | None = None) -> Version:
+        """Undo committed diff `diff_id` (any version, not only the head's) with `inverse`, its inverse rebased onto
+        the dev head, in one transaction: commit `inverse` (ACCEPTED, stage "revert"), record REVERTED on `diff_id`;
+        `stable` never moves. Compare-and-swap on the dev head at `expected` (default `inverse.base_version`), else
+        `StaleHeadError`; `UnknownVersionError` for a diff never committed, `InvalidOpError` for one already
+        reverted or an inverse of another artifact or with no ops. Any error writes nothing."""
+        now = self._clock()
+        with self._write() as c:
+            original = tables.get_diff(c, diff_id)
+            row = c.execute("SELECT number FROM versions WHERE diff_id = ?", (original.id,)).fetchone()
+            if row is None:
+                raise UnknownVersionError(f"diff {diff_id!r} was never committed; there is nothing to revert")
+            last = [d.outcome for d in tables.get_decisions(c, [("diff_id", original.id)], last=True)]
+            if Outcome.REVERTED in last or inverse.artifact_id != original.artifact_id or not inverse.ops:
+                raise InvalidOpError(f"cannot revert {diff_id!r}: already reverted, or the inverse edits nothing of "
+                                     f"{original.artifact_id!r}")
+            figures = {**(numbers or {}), "reverted_version": int(row[0])}
+            return self._revert_in(c, original, inverse, reason, figures, expected, now)
+
+    def _revert_in(self, conn: sqlite3.Connection, original: Diff, inverse: Diff, reason: str,
+                   numbers: Mapping[str, float], expected: int | None, now: float) -> Version:
+        """Commit `inverse` with an ACCEPTED "revert" decision, then record REVERTED on `original`."""
+        accept = Decision(inverse.id, inverse.artifact_id, Outcome.ACCEPTED, "revert", reason, dict(numbers),
+                          fingerprint(inverse))
+        empty = Evidence((), base_version=inverse.base_version)
+        version = self._commit_in(conn, inverse, empty, accept, expected, now)
+        reverted = Decision(original.id, original.artifact_id, Outcome.REVERTED, "revert", reason,
+                            {**numbers, "revert_version": version.number}, fingerprint(original))
+        tables.put_decision(conn, reverted, now)
         return version
 
     def promote(self, artifact_ids: Sequence[str] | None = None, *,

@@ -5,6 +5,11 @@ when the skill holds the keyed rule ``<category>: use method <m>`` with the righ
 method blocks the category. The proposer answers a task with the right rule, a junk tip, a contradictory rule or a
 duplicate of a rule already there, at configured rates.
 
+Optional shapes (off by default): Zipf-like category sizes (`zipf`: the category of rank r has about
+``tasks_per_category / r**zipf`` tasks, so the rarest have only a few), and override rules (`n_overrides`): a
+share of the tasks of the largest categories is a special case that needs both the category's rule and the
+override line ``<category> exception: use method <m>``; the override alone does nothing.
+
 Everything is a pure function of the seed: draws come from SHA-256 of (seed, purpose, task id, ...), never from
 a shared random generator, so the same text and task always score the same.
 """
@@ -32,7 +37,9 @@ CATEGORY_NAMES = ("geometry", "dates", "units", "algebra", "probability", "strin
                   "parsing", "finance", "physics", "logic")
 JUNK_TIPS = ("be concise", "show your work", "restate the question", "check spelling", "use short sentences",
              "think step by step", "prefer plain words", "number your steps")
-_PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test")
+_PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test",
+                  "override_share")
+OVERRIDE_SUFFIX = " exception"
 
 
 def draw_float(*parts: object) -> float:
@@ -58,7 +65,12 @@ class WorldConfig:
         base_rate: share of tasks solved even without their category's rule (fixed per task).
         p_right, p_junk, p_contradict, p_duplicate: rates of the proposal kinds (they sum to 1).
         seed: everything random derives from it.
-        train, val, test: split fractions (they sum to 1), applied within each category.
+        train, val, test: split fractions (they sum to 1), applied within each category (and within its special
+            case, when it has one).
+        zipf: category sizes fall as 1/rank**zipf: the category of rank r (1-based) has
+            ``max(1, round(tasks_per_category / r**zipf))`` tasks (0: every category has `tasks_per_category`).
+        n_overrides: the first (largest) this many categories have a special case needing an override rule.
+        override_share: the share of such a category's tasks that are its special case (at least one).
     """
 
     n_categories: int = 8
@@ -74,6 +86,9 @@ class WorldConfig:
     train: float = 0.5
     val: float = 0.25
     test: float = 0.25
+    zipf: float = 0.0
+    n_overrides: int = 0
+    override_share: float = 0.25
 
     def __post_init__(self) -> None:
         for name, low in (("n_categories", 1), ("tasks_per_category", 1), ("n_methods", 2), ("seed", None)):
@@ -88,6 +103,18 @@ class WorldConfig:
             total = sum(getattr(self, name) for name in group)
             if not math.isclose(total, 1.0, abs_tol=1e-9):
                 raise ConfigError(f"WorldConfig: {' + '.join(group)} must sum to 1, got {total!r}")
+        if isinstance(self.zipf, bool) or not isinstance(self.zipf, (int, float)) or not 0.0 <= self.zipf < math.inf:
+            raise ConfigError(f"WorldConfig.zipf must be a finite number >= 0, got {self.zipf!r}")
+        overrides = self.n_overrides
+        if isinstance(overrides, bool) or not isinstance(overrides, int) or not 0 <= overrides <= self.n_categories:
+            raise ConfigError(f"WorldConfig.n_overrides must be an int in [0, n_categories], got {overrides!r}")
+
+    def category_sizes(self) -> tuple[int, ...]:
+        """The number of tasks of each category, largest first (all `tasks_per_category` when zipf is 0)."""
+        if not self.zipf:
+            return (self.tasks_per_category,) * self.n_categories
+        return tuple(max(1, round(self.tasks_per_category / (rank + 1) ** self.zipf))
+                     for rank in range(self.n_categories))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a JSON-ready dict (`WorldConfig(**d)` rebuilds it)."""
@@ -96,11 +123,13 @@ class WorldConfig:
 
 @dataclass(frozen=True)
 class WorldTask:
-    """One task: its id (``t0042``), its hidden category and the prompt a solver would see."""
+    """One task: its id (``t0042``), its hidden category, the prompt a solver would see, and whether it is its
+    category's special case (which needs the override rule too)."""
 
     id: str
     category: str
     prompt: str
+    special: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +155,8 @@ class ReferenceWorld:
         config: the configuration.
         categories: the category names, in order.
         methods: category → its correct method number.
+        overrides: override key (``<category> exception``) → its correct method, for the categories that have a
+            special case (none by default).
         tasks: task id → `WorldTask`.
         train, val, test: task ids of each split (sorted, stratified by category, disjoint, covering all tasks).
         artifact: the skill being trained, ``Artifact("skills/solver", Kind.SKILL, "# Solver skill\\n")``.
@@ -138,26 +169,44 @@ class ReferenceWorld:
         self.categories = tuple(CATEGORY_NAMES[i] if i < len(CATEGORY_NAMES) else f"cat{i:02d}" for i in range(count))
         self.methods: Mapping[str, int] = MappingProxyType(
             {c: 1 + _pick(draw_float(seed, "method", c), self.config.n_methods) for c in self.categories})
+        self.overrides: Mapping[str, int] = MappingProxyType(
+            {c + OVERRIDE_SUFFIX: self._other_method(c, "override method", self.methods[c])
+             for c in self.categories[:self.config.n_overrides]})
         self.tasks: Mapping[str, WorldTask] = MappingProxyType(self._build_tasks())
         self.train, self.val, self.test = self._build_splits()
         self.artifact = Artifact("skills/solver", Kind.SKILL, "# Solver skill\n")
         self.strategy = KeyedRules()
 
+    def _other_method(self, category: str, purpose: str, avoid: int) -> int:
+        """A method of `category` other than `avoid`, drawn from (seed, purpose, category)."""
+        others = [m for m in range(1, self.config.n_methods + 1) if m != avoid]
+        return others[_pick(draw_float(self.config.seed, purpose, category), len(others))]
+
+    def _special_counts(self, sizes: tuple[int, ...]) -> dict[str, int]:
+        """Category → how many of its tasks (those numbered first) are its special case."""
+        share = self.config.override_share
+        return {c: min(n, max(1, round(share * n)))
+                for c, n in zip(self.categories[:self.config.n_overrides], sizes, strict=False)}
+
     def _build_tasks(self) -> dict[str, WorldTask]:
-        seed = self.config.seed
-        pairs = [(c, k) for c in self.categories for k in range(self.config.tasks_per_category)]
+        seed, sizes = self.config.seed, self.config.category_sizes()
+        special = self._special_counts(sizes)
+        pairs = [(c, k) for c, n in zip(self.categories, sizes, strict=True) for k in range(n)]
         pairs.sort(key=lambda pair: draw_float(seed, "order", *pair))
         tasks = {}
         for index, (category, k) in enumerate(pairs):
             a, b = (10 + _pick(draw_float(seed, "prompt", category, k, side), 90) for side in "ab")
-            task_id = f"t{index:04d}"
-            tasks[task_id] = WorldTask(task_id, category, f"{category} problem {k + 1}: solve the case ({a}, {b})")
+            task_id, is_special = f"t{index:04d}", k < special.get(category, 0)
+            note = " (special case)" if is_special else ""
+            tasks[task_id] = WorldTask(task_id, category, f"{category} problem {k + 1}{note}: solve the case "
+                                       f"({a}, {b})", is_special)
         return tasks
 
     def _build_splits(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         parts: dict[str, list[str]] = {name: [] for name in SPLITS}
-        for category in self.categories:
-            ids = [t.id for t in self.tasks.values() if t.category == category]
+        groups = [(c, s) for c in self.categories for s in (False, True)]
+        for category, special in groups:
+            ids = [t.id for t in self.tasks.values() if t.category == category and t.special is special]
             ids.sort(key=lambda task_id: draw_float(self.config.seed, "split", task_id))
             n_train, n_val = _split_sizes(len(ids), self.config)
             parts["train"] += ids[:n_train]
@@ -171,6 +220,11 @@ class ReferenceWorld:
         """The correct rule of `category`, as a ``key: value`` line."""
         return f"{category}: use method {self.methods[category]}"
 
+    def override_rule(self, category: str) -> str:
+        """The correct override line of `category`'s special case (KeyError if it has none)."""
+        key = category + OVERRIDE_SUFFIX
+        return f"{key}: use method {self.overrides[key]}"
+
     def task(self, task_id: str) -> WorldTask:
         """The task with `task_id`; raises `InvalidEvidenceError` for an id this world does not know."""
         try:
@@ -178,24 +232,45 @@ class ReferenceWorld:
         except KeyError:
             raise InvalidEvidenceError(f"the reference world has no task {task_id!r}") from None
 
-    def _is_right_value(self, category: str, value: str) -> bool:
-        return normalise(value) == f"use method {self.methods[category]}"
+    def _expected(self, key: str) -> int | None:
+        """The right method of a category or override key, None for any other key."""
+        return self.methods.get(key, self.overrides.get(key))
+
+    def _is_right_value(self, key: str, value: str) -> bool:
+        return normalise(value) == f"use method {self._expected(key)}"
+
+    def _ruled(self, task: WorldTask, rules: Mapping[str, str]) -> bool | None:
+        """Whether the rules solve `task` (None: no rule applies; False for a special case missing its override);
+        raises `_Blocked` when a wrong rule applies."""
+        value = rules.get(task.category)
+        if value is not None and not self._is_right_value(task.category, value):
+            raise _Blocked
+        if not task.special:
+            return None if value is None else True
+        key = task.category + OVERRIDE_SUFFIX
+        override = rules.get(key)
+        if override is not None and not self._is_right_value(key, override):
+            raise _Blocked
+        return None if value is None else override is not None
 
     def solve(self, text: str, task_id: str) -> float:
         """1.0 if a solver with skill `text` solves the task, else 0.0 (deterministic in seed, task and text).
 
         With the right rule for the task's category it succeeds; without any rule for it, it succeeds if the task
-        is one of the easy ones (a fixed `base_rate` share of tasks, drawn from the seed and task id). Either
-        outcome flips with probability `noise`, drawn from (seed, task id, SHA-256 of `text`): any edit, junk
-        too, redraws the flips. A wrong rule for the category always fails, noise or not.
+        is one of the easy ones (a fixed `base_rate` share of tasks, drawn from the seed and task id). A special
+        case needs the category's rule and its override; with the rule alone it fails, with the override alone it
+        is as if there were no rule. Either outcome flips with probability `noise`, drawn from (seed, task id,
+        SHA-256 of `text`): any edit, junk too, redraws the flips. A wrong rule (category or override) for the
+        task always fails, noise or not.
         """
         task = self.task(task_id)
         digest = content_hash(text)
-        value = entries(text).get(task.category)
-        if value is not None and not self._is_right_value(task.category, value):
+        try:
+            ruled = self._ruled(task, entries(text))
+        except _Blocked:
             return 0.0
         seed = self.config.seed
-        solved = value is not None or draw_float(seed, "base", task_id) < self.config.base_rate
+        solved = ruled if ruled is not None else draw_float(seed, "base", task_id) < self.config.base_rate
         if draw_float(seed, "noise", task_id, digest) < self.config.noise:
             solved = not solved
         return 1.0 if solved else 0.0
@@ -219,9 +294,20 @@ class ReferenceWorld:
         return sum(self.evaluate(text, ids).values()) / len(ids)
 
     def optimal_text(self) -> str:
-        """The starting skill with every category's right rule added."""
+        """The starting skill with every category's right rule (and every override) added."""
         text = self.artifact.text
-        return apply_ops(text, self.strategy.ops("\n".join(self.right_rule(c) for c in self.categories), text))
+        rules = [self.right_rule(c) for c in self.categories]
+        rules += [self.override_rule(c) for c in self.categories if c + OVERRIDE_SUFFIX in self.overrides]
+        return apply_ops(text, self.strategy.ops("\n".join(rules), text))
+
+    def audit(self, text: str) -> dict[str, int]:
+        """How many ``key: value`` lines of `text` are right rules (category or override), wrong ones (a wrong
+        method for a known key) and junk (a key the solver ignores)."""
+        counts = {"right": 0, "wrong": 0, "junk": 0}
+        for key, value in entries(text).items():
+            kind = "junk" if self._expected(key) is None else "right" if self._is_right_value(key, value) else "wrong"
+            counts[kind] += 1
+        return counts
 
     # -- the proposer ------------------------------------------------------------------------------------------
 
@@ -241,9 +327,12 @@ class ReferenceWorld:
         kind = self._kind(draw_float(seed, "kind", task_id, draw))
         detail = draw_float(seed, "detail", task_id, draw)
         if kind == "contradict":
-            right = self.methods[task.category]
+            key = task.category
+            if task.special and draw_float(seed, "target", task_id, draw) < 0.5:
+                key += OVERRIDE_SUFFIX
+            right = self._expected(key)
             wrong = [m for m in range(1, self.config.n_methods + 1) if m != right]
-            return Proposal(f"{task.category}: use method {wrong[_pick(detail, len(wrong))]}", kind, task.category)
+            return Proposal(f"{key}: use method {wrong[_pick(detail, len(wrong))]}", kind, task.category)
         if kind == "junk":
             tip = JUNK_TIPS[_pick(draw_float(seed, "tip", task_id, draw), len(JUNK_TIPS))]
             return Proposal(f"tip {1 + _pick(detail, 99)}: {tip}", kind, task.category)
@@ -251,7 +340,20 @@ class ReferenceWorld:
         if kind == "duplicate" and present:
             entry = present[_pick(detail, len(present))]
             return Proposal(f"{entry.key}: {entry.value}", kind, task.category)
-        return Proposal(self.right_rule(task.category), kind, task.category)
+        return Proposal(self._right_text(task, text, draw), kind, task.category)
+
+    def _right_text(self, task: WorldTask, text: str, draw: int) -> str:
+        """The right answer to `task`: its category's rule; for a special case, the override once the rule is
+        there, else the rule, the override alone or both lines (a third each)."""
+        base = self.right_rule(task.category)
+        if not task.special:
+            return base
+        override = self.override_rule(task.category)
+        value = entries(text).get(task.category)
+        if value is not None and self._is_right_value(task.category, value):
+            return override
+        choice = _pick(draw_float(self.config.seed, "pair", task.id, draw), 3)
+        return (base, override, f"{base}\n{override}")[choice]
 
     # -- reading ops -------------------------------------------------------------------------------------------
 
@@ -263,16 +365,20 @@ class ReferenceWorld:
         return normalise(entry.key), entry.value
 
     def is_junk(self, op: Op) -> bool:
-        """True if `op` writes a key that is no category (the solver ignores it)."""
+        """True if `op` writes a key that is no category or override (the solver ignores it)."""
         written = self._written(op)
-        return written is not None and written[0] not in self.methods
+        return written is not None and self._expected(written[0]) is None
 
     def is_right(self, op: Op) -> bool:
-        """True if `op` writes the right rule of a category."""
+        """True if `op` writes the right rule of a category (or of an override)."""
         written = self._written(op)
-        return written is not None and written[0] in self.methods and self._is_right_value(*written)
+        return written is not None and self._expected(written[0]) is not None and self._is_right_value(*written)
 
     def is_contradictory(self, op: Op) -> bool:
-        """True if `op` writes a wrong method for a category (which blocks that category)."""
+        """True if `op` writes a wrong method for a category or override (which blocks the tasks it covers)."""
         written = self._written(op)
-        return written is not None and written[0] in self.methods and not self._is_right_value(*written)
+        return written is not None and self._expected(written[0]) is not None and not self._is_right_value(*written)
+
+
+class _Blocked(Exception):
+    """A wrong rule applies to the task: it fails, noise or not."""

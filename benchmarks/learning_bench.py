@@ -1,0 +1,219 @@
+"""Learning in the small, skewed, noisy regime (issue 9): agentgrad against the published gepa at equal call budgets.
+
+Writes benchmarks/out/learning_bench.json and learning_bench.png (held-out accuracy against solver calls).
+
+Worlds: the named presets of `agentgrad.testing.presets` (a 12-task quickstart up to 224 tasks; Zipf-like
+category sizes, 0-10% answer noise re-drawn with every edit, override rules that only work with their category's
+rule, junk / contradictory / duplicate proposals), each repeated over `--seeds` independent draws. Latency is
+lognormal with median 5 ms and σ 1.25 (heavy-tailed, small, so the suite runs in minutes).
+
+Systems, all at the same budget of solver calls (rollouts plus every evaluation; gepa's `max_metric_calls`):
+`agentgrad_sync` and `agentgrad_async` (evolve() with `Budget(calls=N)`, see world_systems.call_budget), `gepa`
+(gepa.optimize with its defaults over the adapter of world_systems.py, proposing on the first failing example of
+a minibatch) and, on request, `gepa_reflect_all` (proposing on every failing example). Each runs with 1, 4 and 16
+workers (agentgrad: `Workers` as world_systems.workers_for; gepa: S in-flight run slots in the adapter).
+
+Per run, all computed offline from the world (no calls): held-out (test) accuracy of the system's text at the
+budget (agentgrad: its head; gepa: its best candidate by validation score), gain over the starting skill, calls
+and seconds until its text first reached the target (80% of the world's optimum), right / wrong / junk rules in
+the final text, wrong rules in any committed version (gepa: any validated candidate), and for agentgrad the
+verdict on every diff by what it held (a right rule, an override line, a wrong rule, junk).
+
+gepa needs its own environment (make bench-learning runs this script in .venv-gepa); in an environment without it
+the gepa systems are skipped with a note. The full suite takes about 15 minutes on 2 cores; `--quick` (1 seed, 2
+worlds) under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import math
+import os
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from agentgrad.strategies.keyed import entries
+from agentgrad.testing.agents import WorldAgent
+from agentgrad.testing.presets import WORLDS, preset
+from agentgrad.testing.world import ReferenceWorld
+from learning_report import classify, goal_checks, plot, reason_pattern, summarise, tables
+from world_systems import Trace, call_budget, evolve_world, gepa_available, optimize_gepa, workers_for
+
+OUT = Path(__file__).parent / "out"
+MEDIAN, SIGMA = 0.005, 1.25
+TARGET_SHARE = 0.8
+GEPA_CAP_S = 900.0
+CALLS = {"quickstart": 120, "small_zipf": 300, "steep_zipf": 900, "overrides": 800, "noisy": 800,
+         "poor_proposer": 600, "large": 1500}
+QUICK_WORLDS = ("quickstart", "overrides")
+SYSTEMS = ("agentgrad_sync", "agentgrad_async", "gepa", "gepa_reflect_all")
+DEFAULT_SYSTEMS = ("agentgrad_sync", "agentgrad_async", "gepa")
+WORKERS = (1, 4, 16)
+COUNTS = ("screened_out", "tabu_skips", "in_flight_duplicates", "gated", "decision_accepted", "decision_rejected",
+          "decision_fused", "decision_dropped")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: a named world drawn with `seed`, a system, its workers, and the call budget."""
+
+    world: str
+    system: str
+    workers: int
+    seed: int
+    calls: int
+
+
+def wrong_pairs(w: ReferenceWorld, texts: list[str]) -> set[tuple[str, str]]:
+    """The distinct (key, value) rules naming a wrong method in any of `texts`."""
+    known = {**w.methods, **w.overrides}
+    return {(k, v) for text in texts for k, v in entries(text).items()
+            if k in known and w.audit(f"{k}: {v}")["wrong"]}
+
+
+def outcome(w: ReferenceWorld, trace: Trace, committed: list[str]) -> dict[str, Any]:
+    """What the trace shows against the world: the text at the budget, the curve and the target."""
+    start, optimum = w.score(w.artifact.text, "test"), w.score(w.optimal_text(), "test")
+    target = TARGET_SHARE * optimum
+    curve = [(t, c, w.score(text, "test")) for t, c, text in trace.points]
+    reached = next(((t, c) for t, c, r in curve if r >= target - 1e-12), None)
+    final = trace.at_budget()
+    test = w.score(final, "test")
+    return {"start_test": start, "optimum_test": optimum, "target": target, "test": test, "gain": test - start,
+            "calls_to_target": None if reached is None else reached[1],
+            "seconds_to_target": None if reached is None else round(reached[0], 3),
+            "rules": w.audit(final), "wrong_committed": len(wrong_pairs(w, committed)),
+            "curve": [[c, round(r, 4)] for _, c, r in curve], "final_text": final}
+
+
+def verdicts(w: ReferenceWorld, ops: dict[str, list[dict[str, Any]]], decisions: list[dict[str, Any]]) -> Counter[str]:
+    """Final verdicts on agentgrad's diffs, as ``class | outcome | stage | reason pattern`` counts."""
+    tally: Counter[str] = Counter()
+    for d in decisions:
+        if d["outcome"] in ("recheck", "full_check", "deferred"):
+            continue
+        cls = classify(w, ops.get(d["diff_id"]))
+        tally[f"{cls} | {d['outcome']} | {d['stage']} | {reason_pattern(d['reason'])}"] += 1
+    return tally
+
+
+def right_rejections(w: ReferenceWorld, ops: dict[str, list[dict[str, Any]]],
+                     decisions: list[dict[str, Any]]) -> Counter[str]:
+    """The evidence behind each acceptance-test rejection of a diff holding right rules: ``wins-losses/n``."""
+    tally: Counter[str] = Counter()
+    for d in decisions:
+        numbers = d.get("numbers", {})
+        if d["outcome"] == "rejected" and "wins" in numbers and classify(w, ops.get(d["diff_id"])) == "right":
+            tally[f"{numbers['wins']:.0f}-{numbers['losses']:.0f}/{numbers.get('n', 0):.0f}"] += 1
+    return tally
+
+
+def run_agentgrad(job: Job, w: ReferenceWorld, agent: WorldAgent, trace: Trace) -> dict[str, Any]:
+    asynchronous = job.system == "agentgrad_async"
+    run = evolve_world(agent, trace, call_budget(job.calls), workers_for(job.workers, asynchronous),
+                       asynchronous=asynchronous, seed=job.seed)
+    usage = run.result.usage
+    return {**outcome(w, trace, list(run.texts.values())), "wall": run.wall, "versions": len(run.texts) - 1,
+            "rollouts": usage.rollouts, "gate_evals": usage.gate_evals, "proposals": usage.proposals,
+            "verdicts": dict(verdicts(w, run.ops, run.verdicts)),
+            "right_rejections": dict(right_rejections(w, run.ops, run.verdicts)),
+            "counts": {k: run.result.counts.get(k, 0) for k in COUNTS}}
+
+
+def run_gepa(job: Job, w: ReferenceWorld, agent: WorldAgent, trace: Trace) -> dict[str, Any]:
+    run = optimize_gepa(agent, trace, job.workers, job.calls, cap=GEPA_CAP_S, seed=job.seed,
+                        reflect_all=job.system == "gepa_reflect_all")
+    pool = [text for _, text in run.listener.val.values()]
+    return {**outcome(w, trace, pool), "wall": run.wall, "versions": len(pool) - 1,
+            "iterations": run.listener.iterations, "accepted": run.listener.accepted,
+            "proposals": agent.proposals, "hit_time_cap": run.wall >= GEPA_CAP_S}
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """One run, measured (in a worker process)."""
+    w = preset(job.world, job.seed)
+    agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, job.calls)
+    row = (run_gepa if job.system.startswith("gepa") else run_agentgrad)(job, w, agent, trace)
+    return {"world": job.world, "system": job.system, "workers": job.workers, "seed": job.seed,
+            "budget": job.calls, "calls": trace.calls, **row}
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"1 seed, worlds {', '.join(QUICK_WORLDS)}")
+    parser.add_argument("--worlds", nargs="+", choices=sorted(WORLDS), help="named worlds (default: all)")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, help=f"default: {' '.join(DEFAULT_SYSTEMS)}")
+    parser.add_argument("--seeds", type=int, help="draws 0..n-1 of every world (default 5, quick 1)")
+    parser.add_argument("--workers", nargs="+", type=int, help=f"default: {' '.join(map(str, WORKERS))}")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every world's call budget")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (processes)")
+    parser.add_argument("--out", type=Path, default=OUT / "learning_bench.json", help="the JSON to write")
+    args = parser.parse_args()
+    args.worlds = args.worlds or list(QUICK_WORLDS if args.quick else WORLDS)
+    args.systems = args.systems or list(DEFAULT_SYSTEMS)
+    args.seeds = args.seeds or (1 if args.quick else 5)
+    args.workers = args.workers or list(WORKERS)
+    return args
+
+
+def jobs_for(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
+    """Every run asked for (longest first), and the notes about systems left out."""
+    notes, systems = [], list(args.systems)
+    if any(s.startswith("gepa") for s in systems) and not gepa_available():
+        systems = [s for s in systems if not s.startswith("gepa")]
+        notes.append("gepa systems skipped: gepa is not importable in this environment; run this script in "
+                     ".venv-gepa (make bench-learning builds it from benchmarks/requirements-gepa.txt)")
+    jobs = [Job(w, s, n, seed, max(1, round(CALLS[w] * args.scale)))
+            for w in args.worlds for s in systems for n in args.workers for seed in range(args.seeds)]
+    jobs.sort(key=lambda j: -j.calls / math.sqrt(j.workers))
+    return jobs, notes
+
+
+def run_all(jobs: list[Job], processes: int) -> list[dict[str, Any]]:
+    """Every job, `processes` at a time, in a stable order (world, system, workers, seed)."""
+    rows, started = [], time.perf_counter()
+    with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
+        for done, row in enumerate(pool.map(run_job, jobs), start=1):
+            rows.append(row)
+            print(f"[{time.perf_counter() - started:6.0f} s] {done}/{len(jobs)} {row['world']} {row['system']} "
+                  f"S={row['workers']} seed {row['seed']}: test {row['test']:.3f} ({row['calls']} calls, "
+                  f"{row['wall']:.1f} s)", flush=True)
+    order = {name: i for i, name in enumerate(WORLDS)}
+    rows.sort(key=lambda r: (order[r["world"]], SYSTEMS.index(r["system"]), r["workers"], r["seed"]))
+    return rows
+
+
+def main() -> None:
+    args = arguments()
+    jobs, notes = jobs_for(args)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    started = time.perf_counter()
+    rows = run_all(jobs, max(1, args.jobs))
+    summary = summarise(rows)
+    checks = goal_checks(summary, rows)
+    gepa_version = importlib.metadata.version("gepa") if gepa_available() else None
+    config = {"worlds": {name: {**WORLDS[name].to_dict(), "calls": CALLS[name]} for name in args.worlds},
+              "systems": sorted({j.system for j in jobs}, key=SYSTEMS.index), "workers": args.workers,
+              "seeds": list(range(args.seeds)), "scale": args.scale, "median_latency_s": MEDIAN, "sigma": SIGMA,
+              "target_share_of_optimum": TARGET_SHARE, "gepa_version": gepa_version, "notes": notes,
+              "seconds": round(time.perf_counter() - started, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"config": config, "summary": summary, "checks": checks, "runs": rows},
+                                   indent=1))
+    png = args.out.with_suffix(".png")
+    plotted = plot(rows, png)
+    print(tables(summary, checks))
+    print(f"wrote {args.out}" + (f" and {png.name}" if plotted else "") + f" in {config['seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""The report of learning_bench.py: a summary per (world, workers, system) over seeds, the goal checks, markdown
+tables, the plot, and how agentgrad's verdicts are tallied by what each diff held."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgrad.testing.world import ReferenceWorld
+
+GAIN_RATIO = 1.3
+BASELINE = "gepa"
+
+
+def classify(w: ReferenceWorld, ops: Sequence[Mapping[str, Any]] | None) -> str:
+    """What a diff held: 'wrong' (a wrong method), 'right' (a category's right rule), 'override' (override lines
+    only), 'junk', 'other' (a deletion, ...) or 'unknown' (a diff the optimizer made, e.g. by fusing)."""
+    if ops is None:
+        return "unknown"
+    lines = [str(op["new"]) for op in ops if op.get("new")]
+    counts = w.audit("\n".join(lines))
+    if counts["wrong"]:
+        return "wrong"
+    if counts["right"]:
+        categories = {line.split(":", 1)[0].strip(" -*").casefold() for line in lines}
+        return "right" if categories & set(w.methods) else "override"
+    return "junk" if counts["junk"] else "other"
+
+
+def reason_pattern(reason: str) -> str:
+    """A verdict's reason with its numbers and ids blanked, so that equal reasons count together."""
+    return re.sub(r"\b[0-9a-f]{8,}\b|[-+]?\d+(\.\d+)?(e-?\d+)?", "#", reason)[:110]
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def cell(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One (world, workers, system) over its seeds."""
+    tests, reached = [r["test"] for r in rows], [r for r in rows if r["calls_to_target"] is not None]
+    return {"seeds": len(rows), "test_mean": statistics.fmean(tests), "test_min": min(tests), "test_max": max(tests),
+            "gain_mean": statistics.fmean(r["gain"] for r in rows),
+            "start_mean": statistics.fmean(r["start_test"] for r in rows),
+            "optimum_mean": statistics.fmean(r["optimum_test"] for r in rows), "reached": len(reached),
+            "calls_to_target_median": _median([r["calls_to_target"] for r in reached]),
+            "seconds_to_target_median": _median([r["seconds_to_target"] for r in reached]),
+            "right_rules_mean": statistics.fmean(r["rules"]["right"] for r in rows),
+            "wrong_rules_final": sum(r["rules"]["wrong"] for r in rows),
+            "junk_rules_mean": statistics.fmean(r["rules"]["junk"] for r in rows),
+            "wrong_committed": sum(r["wrong_committed"] for r in rows),
+            "calls_mean": statistics.fmean(r["calls"] for r in rows),
+            "wall_mean": statistics.fmean(r["wall"] for r in rows)}
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cells keyed ``world/workers/system``, and agentgrad's verdict tallies per system."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["world"], row["workers"], row["system"]), []).append(row)
+    verdicts: dict[str, Counter[str]] = {}
+    evidence: dict[str, Counter[str]] = {}
+    for row in rows:
+        verdicts.setdefault(row["system"], Counter()).update(row.get("verdicts", {}))
+        evidence.setdefault(row["system"], Counter()).update(row.get("right_rejections", {}))
+    return {"cells": {f"{w}/{n}/{s}": {"world": w, "workers": n, "system": s, **cell(g)}
+                      for (w, n, s), g in groups.items()},
+            "verdicts": {s: dict(c.most_common()) for s, c in verdicts.items() if c},
+            "right_rejections": {s: dict(c.most_common()) for s, c in evidence.items() if c}}
+
+
+def goal_checks(summary: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy ≥ gepa's in every (world, workers); mean gain ≥ 1.3 × gepa's; no wrong rule committed."""
+    cells = summary["cells"]
+    mine = sorted({c["system"] for c in cells.values() if c["system"].startswith("agentgrad")})
+    checks: dict[str, Any] = {}
+    pairs = [(c, cells.get(f"{c['world']}/{c['workers']}/{BASELINE}")) for c in cells.values()
+             if c["system"] in mine]
+    pairs = [(a, b) for a, b in pairs if b is not None]
+    for system in mine:
+        ours = [(a, b) for a, b in pairs if a["system"] == system]
+        if not ours:
+            continue
+        behind = [f"{a['world']}/S={a['workers']}: {a['test_mean']:.3f} < {b['test_mean']:.3f}" for a, b in ours
+                  if a["test_mean"] < b["test_mean"] - 1e-9]
+        ratios = {f"{a['world']}/{a['workers']}": a["gain_mean"] / b["gain_mean"] if b["gain_mean"] > 0 else None
+                  for a, b in ours}
+        overall = statistics.fmean(a["gain_mean"] for a, _ in ours) / max(1e-9, statistics.fmean(
+            b["gain_mean"] for _, b in ours))
+        low = [k for k, v in ratios.items() if v is not None and v < GAIN_RATIO]
+        checks[system] = {"accuracy_at_least_gepa": not behind, "behind": behind,
+                          "gain_ratio_overall": overall, "gain_ratio_ok": overall >= GAIN_RATIO,
+                          "gain_ratios": ratios, "cells_below_ratio": low}
+    for system in mine:
+        wrong = sum(r["wrong_committed"] for r in rows if r["system"] == system)
+        checks.setdefault(system, {})["wrong_committed"] = wrong
+    return checks
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _systems(cells: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(c["system"] for c in cells.values()))
+
+
+def _rows(cells: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, int]]:
+    return list(dict.fromkeys((c["world"], c["workers"]) for c in cells.values()))
+
+
+def accuracy_table(cells: Mapping[str, Mapping[str, Any]]) -> str:
+    """World × workers rows; per system: test accuracy mean (min–max) and mean gain over the start."""
+    systems = _systems(cells)
+    head = "| world | S | start | opt | " + " | ".join(f"{s} acc (min-max) | gain" for s in systems) + " |"
+    lines = [head, "|" + "---|" * (4 + 2 * len(systems))]
+    for world, workers in _rows(cells):
+        mine = [cells.get(f"{world}/{workers}/{s}") for s in systems]
+        first = next(c for c in mine if c is not None)
+        parts = [f"{c['test_mean']:.3f} ({c['test_min']:.2f}-{c['test_max']:.2f}) | {c['gain_mean']:+.3f}"
+                 if c else "- | -" for c in mine]
+        lines.append(f"| {world} | {workers} | {first['start_mean']:.2f} | {first['optimum_mean']:.2f} | "
+                     + " | ".join(parts) + " |")
+    return "\n".join(lines)
+
+
+def detail_table(cells: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per system: seeds reaching the target, median calls and seconds to it, rules right/wrong/junk at the end,
+    wrong rules ever committed."""
+    systems = _systems(cells)
+    head = "| world | S | " + " | ".join(f"{s} reached, calls, s to target | right/wrong/junk, wrong ever"
+                                         for s in systems) + " |"
+    lines = [head, "|" + "---|" * (2 + 2 * len(systems))]
+    for world, workers in _rows(cells):
+        parts = []
+        for s in systems:
+            c = cells.get(f"{world}/{workers}/{s}")
+            parts.append("- | -" if c is None else
+                         f"{c['reached']}/{c['seeds']}, {_num(c['calls_to_target_median'], 0)}, "
+                         f"{_num(c['seconds_to_target_median'], 1)} | {c['right_rules_mean']:.1f}/"
+                         f"{c['wrong_rules_final']}/{c['junk_rules_mean']:.1f}, {c['wrong_committed']}")
+        lines.append(f"| {world} | {workers} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)
+
+
+def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) -> str:
+    """Both tables, the goal checks and the most common verdicts on right rules."""
+    cells = summary["cells"]
+    out = ["## Held-out accuracy at the budget (mean over seeds)", accuracy_table(cells), "",
+           "## Target (80% of optimum), rules in the final text (sum of wrong over seeds)", detail_table(cells), "",
+           "## Goal checks (against gepa)"]
+    for system, check in checks.items():
+        if "accuracy_at_least_gepa" not in check:
+            out.append(f"- {system}: no gepa runs to compare with; wrong rules committed: {check['wrong_committed']}")
+            continue
+        out.append(f"- {system}: accuracy >= gepa everywhere: {check.get('accuracy_at_least_gepa')} "
+                   f"{check.get('behind', [])}; gain ratio {_num(check.get('gain_ratio_overall'))} "
+                   f"(goal {GAIN_RATIO}; cells below: {check.get('cells_below_ratio', [])}); "
+                   f"wrong rules committed: {check['wrong_committed']}")
+    for system, tally in summary["verdicts"].items():
+        right = [(k, v) for k, v in tally.items() if k.split(" | ")[0] in ("right", "override")]
+        out += ["", f"## {system}: final verdicts on diffs holding right rules (class | outcome | stage | reason)"]
+        out += [f"- {v} x {k}" for k, v in sorted(right, key=lambda kv: -kv[1])[:top]]
+        common = list(summary["right_rejections"].get(system, {}).items())[:top]
+        if common:
+            out.append("- evidence of the right rules the acceptance test rejected (wins-losses/n: count): "
+                       + ", ".join(f"{k}: {v}" for k, v in common))
+    return "\n".join(out)
+
+
+def _mean_curve(rows: list[dict[str, Any]], grid: list[int]) -> list[float]:
+    """Mean over rows of the step curve (test accuracy of the best text so far) at each call count of `grid`."""
+    def at(curve: list[list[float]], calls: int) -> float:
+        return [r for c, r in curve if c <= calls][-1]
+    return [statistics.fmean(at(r["curve"], g) for r in rows) for g in grid]
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    """Mean held-out accuracy against solver calls: one panel per world, a colour per system, a line style per
+    worker count."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    worlds = list(dict.fromkeys(r["world"] for r in rows))
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    workers = sorted({r["workers"] for r in rows})
+    styles = dict(zip(workers, (":", "--", "-", "-."), strict=False))
+    cols = min(4, len(worlds))
+    fig, axes = plt.subplots((len(worlds) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.4 *
+                             ((len(worlds) + cols - 1) // cols)), squeeze=False)
+    for ax, world in zip(axes.flat, worlds, strict=False):
+        mine = [r for r in rows if r["world"] == world]
+        budget = mine[0]["budget"]
+        grid = sorted({round(budget * i / 60) for i in range(61)})
+        for i, system in enumerate(systems):
+            for n in workers:
+                group = [r for r in mine if r["system"] == system and r["workers"] == n]
+                if group:
+                    ax.step(grid, _mean_curve(group, grid), where="post", color=f"C{i}",
+                            linestyle=styles.get(n, "-"), label=f"{system} S={n}")
+        ax.axhline(mine[0]["target"], color="grey", linestyle=":", linewidth=1)
+        ax.set_title(world, fontsize=10)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("solver calls")
+        ax.set_ylabel("test accuracy")
+    for ax in list(axes.flat)[len(worlds):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.suptitle("held-out accuracy against solver calls (mean over seeds)")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

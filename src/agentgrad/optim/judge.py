@@ -1,0 +1,190 @@
+"""The acceptance test on one candidate's evidence: a gain where the change should act, and no harm elsewhere.
+
+The evidence of a candidate scored by the gate has *focus* rows (the tasks most like its origin task, where a real
+effect shows) and the rest (a random sample of other tasks). The test has two parts.
+
+Gain, on the focus rows (all rows when fewer than `MIN_FOCUS` are marked), by one of two tests:
+- *calibrated* (when the evidence says so, `Evidence.calibrated`, and the run has a noise estimate): under the
+  null that the change does nothing, each task the base failed turns into a win with at most the noise rate q (plus
+  the margin), so the wins W on R chances are at most Binomial(R, q); the p-value is P(Bin(R, q) >= W − L), the net
+  wins (a loss takes a win back; still valid, as W − L <= W). Ties count: 4 wins on 4 failed tasks when q is 0.05
+  has p ~ 6e-6, where the sign test gives 1/16.
+- *sign test* otherwise (`stats.prob_improvement` with its prior): wins against losses among the differing rows,
+  valid whatever the noise.
+Which of the two applies the gate decides when it plans a look, before any of the candidate's scores are known
+(`prefer_calibrated`: the test that would need fewer wins on the planned gain rows at the current noise bound), so
+each keeps its false-accept bound: at most δ when the change does nothing (given the bound on q holds).
+
+No harm, on all rows: the losses on the tasks the base solved must not be significantly more than noise makes
+(P(Bin(S, r) >= L) >= `HARM` with r the noise loss rate), and the wins must outnumber the losses. An exact tie or a
+change with no effect never passes: it has no win.
+
+`judge` works on `Tally` counts, so the gate can ask how the verdict would fall in the best and the worst case of
+the tasks it has not scored yet (`certain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scipy.special import betainc
+
+from agentgrad.core.evidence import Evidence, Row
+from agentgrad.optim.noise import NoiseEstimate
+from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
+
+MIN_FOCUS = 2  # fewer focus rows than this: the gain is looked for on all rows
+HARM = 0.05  # losses this improbable under the noise alone count as harm
+TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
+
+
+def binom_tail(k: float, n: float, q: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, q), continued to fractional k and n by the regularized incomplete beta."""
+    if k <= 0:
+        return 1.0
+    if k > n + 1e-9 or q <= 0:
+        return 0.0
+    if q >= 1:
+        return 1.0
+    return float(betainc(k, max(n - k, 0.0) + 1.0, q))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Counts over some rows: summed wins and losses, room to win (1 − base) and to lose (base), row count."""
+
+    wins: float = 0.0
+    losses: float = 0.0
+    win_room: float = 0.0
+    loss_room: float = 0.0
+    n: int = 0
+
+    @classmethod
+    def of(cls, rows: Iterable[Row]) -> Tally:
+        wins = losses = win_room = loss_room = 0.0
+        n = 0
+        for row in rows:
+            wins, losses = wins + max(row.delta, 0.0), losses + max(-row.delta, 0.0)
+            win_room, loss_room, n = win_room + 1.0 - row.base, loss_room + row.base, n + 1
+        return cls(wins, losses, win_room, loss_room, n)
+
+    def plus(self, *, wins: int = 0, losses: int = 0) -> Tally:
+        """With `wins` rows going 0 -> 1 and `losses` rows going 1 -> 0 added."""
+        return Tally(self.wins + wins, self.losses + losses, self.win_room + wins, self.loss_room + losses,
+                     self.n + wins + losses)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict of the test and the figures behind it (`describe` says them in a sentence)."""
+
+    passes: bool
+    test: str
+    p_value: float
+    delta: float
+    margin: float
+    gain: Tally
+    total: Tally
+    focused: bool
+    noise_win: float
+    harm_p: float
+
+    @property
+    def harmful(self) -> bool:
+        return self.harm_p < HARM
+
+    def numbers(self) -> dict[str, float]:
+        """The figures as a decision's `numbers` (p: the confidence 1 − p-value, passing above `threshold`)."""
+        return {"wins": self.total.wins, "losses": self.total.losses, "n": float(self.total.n),
+                "p": 1.0 - self.p_value, "threshold": 1.0 - self.delta, "delta": self.delta, "margin": self.margin,
+                "focus_wins": self.gain.wins, "focus_losses": self.gain.losses, "focus_n": float(self.gain.n),
+                "noise_win": self.noise_win, "harm_p": self.harm_p, "calibrated": float(self.test == "calibrated"),
+                "mean_delta": (self.total.wins - self.total.losses) / self.total.n if self.total.n else 0.0}
+
+    def describe(self) -> str:
+        where = f"{self.gain.n} focus tasks" if self.focused else f"{self.gain.n} tasks"
+        if self.test == "calibrated":
+            gain = (f"{self.gain.wins:.4g} wins on {where} ({self.gain.win_room:.4g} the base failed) against noise "
+                    f"<= {self.noise_win:.3f}: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
+        else:
+            gain = (f"sign test on {where}: {self.gain.wins:.4g} wins, {self.gain.losses:.4g} losses, P(gain > "
+                    f"{self.margin:g}) = {1 - self.p_value:.4f} vs > {1 - self.delta:.4f} needed")
+        harm = f"; harm: {self.total.losses:.4g} losses on {self.total.loss_room:.4g} solved (p = {self.harm_p:.2g})"
+        return f"{gain}{harm}; {self.total.wins:.4g} wins, {self.total.losses:.4g} losses, n={self.total.n}"
+
+
+def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, margin: float,
+                  noise: NoiseEstimate | None, prior: tuple[float, float] = SIGN_TEST_PRIOR,
+                  calibrated: bool = False) -> Judgement:
+    """The test on counts (see the module doc); without a noise estimate, the sign test and no harm check beyond
+    it."""
+    q = noise.win_upper() if noise is not None else 1.0
+    if calibrated and noise is not None:  # the net wins: P(W - L >= k) <= P(W >= k) under the null: still valid
+        net = gain.wins - gain.losses
+        test, p_value = "calibrated", binom_tail(net if net > TIE else 0.0, gain.win_room, min(0.5, q + margin))
+    else:
+        test, p_value = "sign", 1.0 - prob_improvement(gain.wins, gain.losses, margin=margin, prior=prior)
+    harm_p = 1.0 if noise is None or total.losses <= 0 else binom_tail(total.losses, total.loss_room, noise.loss_rate())
+    passes = p_value < delta and harm_p >= HARM and total.wins - total.losses > TIE * max(1.0, total.wins)
+    return Judgement(passes, test, p_value, delta, margin, gain, total, focused, q, harm_p)
+
+
+def wins_needed(chances: int, *, delta: float, margin: float, noise: NoiseEstimate | None,
+                prior: tuple[float, float] = SIGN_TEST_PRIOR, calibrated: bool = False) -> int | None:
+    """The least number of wins, with no loss, on `chances` tasks the base failed (the only rows) that passes the
+    test; None if no number up to `chances` does. The sign test at δ = 0.035 and margin 0.02 needs 5 (from 5
+    tasks on); the calibrated one with noise bound q the least w with P(Bin(n, q + margin) >= w) < δ."""
+    for wins in range(1, chances + 1):
+        tally = Tally(float(wins), 0.0, float(chances), 0.0, chances)
+        if judge_tallies(tally, tally, focused=False, delta=delta, margin=margin, noise=noise, prior=prior,
+                         calibrated=calibrated).passes:
+            return wins
+    return None
+
+
+def prefer_calibrated(planned: int, *, delta: float, margin: float, noise: NoiseEstimate | None,
+                      prior: tuple[float, float] = SIGN_TEST_PRIOR) -> bool:
+    """True when, on `planned` gain rows, the calibrated test would commit on fewer wins than the sign test."""
+    if noise is None or planned < 1:
+        return False
+    options = {"delta": delta, "margin": margin, "noise": noise, "prior": prior}
+    calibrated = wins_needed(planned, calibrated=True, **options)  # type: ignore[arg-type]
+    sign = wins_needed(planned, calibrated=False, **options)  # type: ignore[arg-type]
+    return calibrated is not None and (sign is None or calibrated <= sign)
+
+
+def split(evidence: Evidence) -> tuple[Tally, Tally, bool, set[str]]:
+    """(gain tally, total tally, focused, the gain rows' task ids) of `evidence`."""
+    focus = set(evidence.focus)
+    focused = len(focus) >= MIN_FOCUS
+    gain_rows = [r for r in evidence.rows if r.task_id in focus] if focused else list(evidence.rows)
+    return Tally.of(gain_rows), Tally.of(evidence.rows), focused, {r.task_id for r in gain_rows}
+
+
+def judge(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None,
+          prior: tuple[float, float] = SIGN_TEST_PRIOR) -> Judgement:
+    """The test on one candidate's evidence."""
+    gain, total, focused, _ = split(evidence)
+    return judge_tallies(gain, total, focused=focused, delta=delta, margin=margin, noise=noise, prior=prior,
+                         calibrated=evidence.calibrated)
+
+
+def certain(gain: Tally, total: Tally, *, focused: bool, gain_left: int, other_left: int, delta: float,
+            margin: float, noise: NoiseEstimate | None, prior: tuple[float, float] = SIGN_TEST_PRIOR,
+            calibrated: bool = False) -> bool:
+    """True when no outcome of the tasks not scored yet (`gain_left` of them would count for the gain, `other_left`
+    only for harm) can change whether the test passes."""
+    left = gain_left + other_left
+
+    def passes(g: Tally, t: Tally) -> bool:
+        return judge_tallies(g, t, focused=focused, delta=delta, margin=margin, noise=noise, prior=prior,
+                             calibrated=calibrated).passes
+
+    if passes(gain.plus(losses=gain_left), total.plus(losses=left)):
+        return True
+    return not passes(gain.plus(wins=gain_left), total.plus(wins=left))
+
+
+__all__ = ["HARM", "MIN_FOCUS", "Judgement", "Tally", "binom_tail", "certain", "judge", "judge_tallies",
+           "prefer_calibrated", "split", "wins_needed"]

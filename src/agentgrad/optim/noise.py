@@ -1,0 +1,91 @@
+"""The answer noise of a run: how often a change that has nothing to do with a task still changes its score.
+
+Models whose answers shift with any edit of their prompt make every candidate show some wins and losses, even one
+that does nothing. The sign test (`stats`) looks at those differing pairs only, and so cannot tell a real gain on
+a few tasks from noise: 4 wins and 0 losses is as likely as 0 and 4 under the null, whatever the ties. But ties are
+information: if unrelated tasks rarely change, a few wins exactly where the change should act are strong evidence.
+
+`NoiseEstimate` measures that from the *far* rows of every evidence the gate gathered (the tasks least like each
+candidate's origin, `Evidence.far`): the rate at which a task the base failed turns into a win, and a task the base
+solved into a loss. The far rows are chosen by the inputs alone, never by a score, so the estimate is not biased
+by what the test later decides; any real effect that reaches them only makes the noise look larger, which makes the
+test stricter. The acceptance test (`optim.judge`) uses an upper credible bound of the win rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scipy.special import betaincinv
+
+from agentgrad.core.evidence import Evidence
+from agentgrad.errors import StateDictError
+
+PRIOR_WINS, PRIOR_ROOM = 0.5, 15.0  # the win rate's prior: half a win in fifteen chances (mean 0.033)
+PRIOR_LOSSES = 0.5  # the loss rate's prior: as for wins (a low rate makes harm easier to see)
+UPPER = 0.975  # the credible level of `win_upper`
+
+
+@dataclass(frozen=True)
+class NoiseEstimate:
+    """Counts of noise seen on far rows.
+
+    Args:
+        win_room: summed room to win (1 − base score) over far rows.
+        wins: summed positive deltas over far rows.
+        loss_room: summed room to lose (the base score) over far rows.
+        losses: summed negative deltas (as positive amounts) over far rows.
+    """
+
+    win_room: float = 0.0
+    wins: float = 0.0
+    loss_room: float = 0.0
+    losses: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("win_room", "wins", "loss_room", "losses"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise StateDictError(f"noise estimate: {name} must be a finite number >= 0, got {value!r}")
+        if self.wins > self.win_room + 1e-9 or self.losses > self.loss_room + 1e-9:
+            raise StateDictError(f"noise estimate: more wins or losses than room for them: {self.to_dict()}")
+
+    def added(self, evidences: Iterable[Evidence]) -> NoiseEstimate:
+        """A new estimate with the far rows of `evidences` counted."""
+        win_room, wins, loss_room, losses = self.win_room, self.wins, self.loss_room, self.losses
+        for evidence in evidences:
+            far = set(evidence.far)
+            for row in evidence.rows:
+                if row.task_id in far:
+                    win_room += 1.0 - row.base
+                    wins += max(row.delta, 0.0)
+                    loss_room += row.base
+                    losses += max(-row.delta, 0.0)
+        return NoiseEstimate(win_room, wins, loss_room, losses)
+
+    def win_upper(self, level: float = UPPER) -> float:
+        """An upper credible bound of the chance that noise turns a failed task into a win. The prior, half a win
+        in fifteen chances, says noise is usually small, but weakly: alone its bound is 0.16, and a few dozen far
+        rows of the run itself outweigh it."""
+        a, b = PRIOR_WINS + self.wins, PRIOR_ROOM - PRIOR_WINS + max(self.win_room - self.wins, 0.0)
+        return float(betaincinv(a, b, level))
+
+    def loss_rate(self) -> float:
+        """The posterior mean chance that noise turns a solved task into a loss (prior: half a loss in fifteen)."""
+        return (PRIOR_LOSSES + self.losses) / (PRIOR_ROOM + self.loss_room)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"win_room": self.win_room, "wins": self.wins, "loss_room": self.loss_room, "losses": self.losses}
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any] | None) -> NoiseEstimate:
+        """Read `to_dict` output back (None: nothing seen yet); `StateDictError` for anything malformed."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping) or set(data) != {"win_room", "wins", "loss_room", "losses"}:
+            raise StateDictError(f"noise estimate: unexpected state dict {data!r}")
+        return cls(**{k: data[k] for k in ("win_room", "wins", "loss_room", "losses")})

@@ -1,0 +1,65 @@
+"""How one budget of calls (`Budget.calls`) is divided between exploring and judging.
+
+Rollouts explore: each may end in a proposal. The gate judges: every proposal costs calls before it has a verdict.
+Spending the calls on rollouts whose proposals can never be judged learns nothing; so can leaving calls unused
+because rollouts stopped too early. The split is decided afresh before every rollout from what the run has
+measured so far: a rollout may start only while the calls left cover it plus the expected judging cost of the
+work already in the pipeline (the proposals waiting for a verdict, and those the rollouts in flight are expected to
+bring), each proposal priced at the mean gate calls a proposal has cost so far. Early in a run the estimates are
+the priors below, blended with what was measured as evidence comes in.
+
+Pure: the figures come in as arguments, nothing is read from a clock or a store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRIOR_WEIGHT = 2.0  # the priors count as this many observations
+
+
+@dataclass(frozen=True)
+class SplitFigures:
+    """What the run has bought so far.
+
+    Args:
+        rollouts: rollouts finished.
+        proposals: proposals that reached the gate.
+        judged: proposals with a final verdict (screened out, rejected, accepted, ...).
+        gate_calls: calls of `run` the gate made for them.
+        prior_cost: the gate calls one proposal is expected to cost before any was judged.
+    """
+
+    rollouts: int
+    proposals: int
+    judged: int
+    gate_calls: float
+    prior_cost: float
+
+    @property
+    def yield_per_rollout(self) -> float:
+        """Proposals per rollout (prior: every rollout proposes, as every task fails at the start)."""
+        return (self.proposals + PRIOR_WEIGHT) / (self.rollouts + PRIOR_WEIGHT)
+
+    @property
+    def cost_per_proposal(self) -> float:
+        """Gate calls per judged proposal."""
+        return (self.gate_calls + PRIOR_WEIGHT * self.prior_cost) / (self.judged + PRIOR_WEIGHT)
+
+
+def judging_reserve(figures: SplitFigures, *, waiting: int, exploring: int) -> float:
+    """The calls to keep for judging: `waiting` proposals without a verdict and the proposals `exploring`
+    rollouts in flight are expected to bring, at the measured cost per proposal."""
+    expected = waiting + figures.yield_per_rollout * exploring
+    return figures.cost_per_proposal * expected
+
+
+def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, exploring: int) -> bool:
+    """True if one more rollout fits beside the judging reserve (it counts itself among the `exploring`). With
+    nothing waiting and nothing in flight a rollout always may start while a call is left: only rollouts can bring
+    more work, so holding them back would leave the calls unused."""
+    if calls_left < 1:
+        return False
+    if waiting == 0 and exploring == 0:
+        return True
+    return calls_left - 1 >= judging_reserve(figures, waiting=waiting, exploring=exploring + 1)

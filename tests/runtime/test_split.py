@@ -1,0 +1,121 @@
+"""The explore/judge split of one call budget: priors, the judging reserve and when a rollout may start."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentgrad.runtime.split import PRIOR_WEIGHT, SplitFigures, judging_reserve, may_explore
+
+
+def figures(rollouts: int = 0, proposals: int = 0, judged: int = 0, gate_calls: float = 0.0,
+            prior_cost: float = 10.0) -> SplitFigures:
+    return SplitFigures(rollouts=rollouts, proposals=proposals, judged=judged, gate_calls=gate_calls,
+                        prior_cost=prior_cost)
+
+
+def test_before_anything_is_measured_every_rollout_proposes_at_the_prior_cost() -> None:
+    start = figures(prior_cost=12.0)
+    assert start.yield_per_rollout == 1.0
+    assert start.cost_per_proposal == 12.0
+
+
+def test_the_priors_count_as_two_observations() -> None:
+    assert PRIOR_WEIGHT == 2.0
+    seen = figures(rollouts=8, proposals=2, judged=3, gate_calls=30.0, prior_cost=10.0)
+    assert seen.yield_per_rollout == pytest.approx((2 + 2) / (8 + 2))
+    assert seen.cost_per_proposal == pytest.approx((30 + 2 * 10) / (3 + 2))
+
+
+def test_measured_figures_outweigh_the_priors_as_they_grow() -> None:
+    seen = figures(rollouts=1000, proposals=100, judged=100, gate_calls=300.0, prior_cost=50.0)
+    assert seen.yield_per_rollout == pytest.approx(102 / 1002)  # near the measured 0.1, far from the prior 1
+    assert seen.cost_per_proposal == pytest.approx(400 / 102)  # near the measured 3, far from the prior 50
+
+
+def test_the_reserve_prices_waiting_and_expected_proposals_at_the_cost_per_proposal() -> None:
+    seen = figures(rollouts=8, proposals=2, judged=3, gate_calls=30.0, prior_cost=10.0)  # yield 0.4, cost 10
+    assert judging_reserve(seen, waiting=3, exploring=5) == pytest.approx(10.0 * (3 + 0.4 * 5))
+    assert judging_reserve(seen, waiting=0, exploring=0) == 0.0
+
+
+def test_a_rollout_is_refused_while_the_reserve_is_larger_than_the_calls_left() -> None:
+    start = figures(prior_cost=10.0)
+    # three proposals waiting and the new rollout's own: 4 x 10 calls kept for judging, 29 free after it
+    assert judging_reserve(start, waiting=3, exploring=1) == 40.0
+    assert not may_explore(start, calls_left=30, waiting=3, exploring=0)
+
+
+def test_a_rollout_is_allowed_once_verdicts_free_calls() -> None:
+    start = figures(prior_cost=10.0)
+    assert not may_explore(start, calls_left=30, waiting=3, exploring=0)
+    assert not may_explore(start, calls_left=30, waiting=2, exploring=0)  # reserve 30 > 29
+    assert may_explore(start, calls_left=30, waiting=1, exploring=0)  # reserve 20 <= 29
+
+
+def test_a_cheaper_measured_cost_lets_rollouts_start_again() -> None:
+    pricey, cheap = figures(prior_cost=10.0), figures(judged=20, gate_calls=40.0, prior_cost=10.0)
+    assert not may_explore(pricey, calls_left=30, waiting=3, exploring=0)
+    assert may_explore(cheap, calls_left=30, waiting=3, exploring=0)  # cost (40 + 20) / 22 ≈ 2.7
+
+
+def test_rollouts_in_flight_count_toward_the_reserve() -> None:
+    start = figures(prior_cost=10.0)
+    assert may_explore(start, calls_left=30, waiting=0, exploring=1)  # 2 x 10 <= 29
+    assert not may_explore(start, calls_left=30, waiting=0, exploring=2)  # 3 x 10 > 29
+
+
+def test_the_calls_left_may_exactly_cover_the_rollout_and_the_reserve() -> None:
+    start = figures(prior_cost=10.0)
+    assert may_explore(start, calls_left=21, waiting=1, exploring=0)  # 21 - 1 == 20
+    assert not may_explore(start, calls_left=20.5, waiting=1, exploring=0)
+
+
+@pytest.mark.parametrize("calls_left", [1, 1.0, 1.5, 7])
+def test_with_nothing_waiting_or_in_flight_a_rollout_may_start_while_a_call_is_left(calls_left: float) -> None:
+    assert may_explore(figures(prior_cost=1e9), calls_left=calls_left, waiting=0, exploring=0)
+
+
+@pytest.mark.parametrize("calls_left", [0.999, 0, -3])
+@pytest.mark.parametrize("waiting, exploring", [(0, 0), (1, 0), (0, 1)])
+def test_no_rollout_starts_with_less_than_one_call_left(calls_left: float, waiting: int, exploring: int) -> None:
+    assert not may_explore(figures(prior_cost=0.0), calls_left=calls_left, waiting=waiting, exploring=exploring)
+
+
+def test_free_judging_leaves_only_the_rollouts_own_call_to_cover() -> None:
+    free = figures(prior_cost=0.0)
+    assert may_explore(free, calls_left=1, waiting=50, exploring=50)
+
+
+counts = st.integers(min_value=0, max_value=200)
+split_figures = st.builds(SplitFigures, rollouts=counts, proposals=counts, judged=counts,
+                          gate_calls=st.floats(min_value=0, max_value=5000), prior_cost=st.floats(0, 100))
+calls = st.floats(min_value=-2, max_value=2000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(split_figures, calls, calls, counts, counts)
+def test_may_explore_is_monotone_in_the_calls_left(fig: SplitFigures, a: float, b: float, waiting: int,
+                                                   exploring: int) -> None:
+    fewer, more = sorted((a, b))
+    if may_explore(fig, calls_left=fewer, waiting=waiting, exploring=exploring):
+        assert may_explore(fig, calls_left=more, waiting=waiting, exploring=exploring)
+
+
+@settings(max_examples=300, deadline=None)
+@given(split_figures, calls, counts, counts, counts)
+def test_may_explore_is_antitone_in_the_proposals_waiting(fig: SplitFigures, calls_left: float, a: int, b: int,
+                                                          exploring: int) -> None:
+    fewer, more = sorted((a, b))
+    if may_explore(fig, calls_left=calls_left, waiting=more, exploring=exploring):
+        assert may_explore(fig, calls_left=calls_left, waiting=fewer, exploring=exploring)
+
+
+@settings(max_examples=300, deadline=None)
+@given(split_figures, calls, counts, counts, counts)
+def test_may_explore_is_antitone_in_the_rollouts_in_flight(fig: SplitFigures, calls_left: float, waiting: int,
+                                                           a: int, b: int) -> None:
+    fewer, more = sorted((a, b))
+    if may_explore(fig, calls_left=calls_left, waiting=waiting, exploring=more):
+        assert may_explore(fig, calls_left=calls_left, waiting=waiting, exploring=fewer)
