@@ -26,6 +26,7 @@ from agentgrad.core.units import Scope, parse
 from agentgrad.optim.acceptance import accept_if
 from agentgrad.optim.aggregator import Aggregator
 from agentgrad.optim.base import Candidate, Context, Head
+from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.recipes import default
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.evolve import evolve
@@ -150,27 +151,48 @@ def bench_world(seeds: int, rollouts: int) -> dict[str, Any]:
     return out
 
 
-def bench_ties(trials: int) -> dict[str, float]:
-    """Exact ties (wins == losses, binary and continuous) through the default pipeline: accepts (goal 0)."""
+def _noise(rng: random.Random) -> NoiseEstimate | None:
+    """No estimate (the sign test), or a measured noise of 0-20% on up to 400 far rows."""
+    if rng.random() < 0.25:
+        return None
+    room, rate = rng.uniform(0, 400), rng.uniform(0, 0.2)
+    return NoiseEstimate(room, room * rate, room, room * rate)
+
+
+def _tie(rng: random.Random, n: int) -> Evidence | None:
+    """Evidence whose wins equal its losses exactly (the candidate's scores are the base's, permuted), or None."""
+    base = [rng.random() for _ in range(n)]
+    perm = list(range(n))
+    rng.shuffle(perm)
+    rows = tuple(Row(f"t{j}", base[j], base[perm[j]]) for j in range(n))
+    ev = Evidence(rows, focus=tuple(r.task_id for r in rows[:rng.randint(0, n)]), calibrated=rng.random() < 0.5)
+    w, lo = ev.wins_losses()
+    return ev if abs(w - lo) <= 1e-9 else None
+
+
+def _no_effect(rng: random.Random, n: int) -> Evidence:
+    """Evidence of a change that changes no score, on `n` tasks (0 to 400)."""
+    rows = tuple(Row(f"t{j}", s, s) for j, s in enumerate(rng.choice((0.0, 0.5, 1.0)) for _ in range(n)))
+    return Evidence(rows, focus=tuple(r.task_id for r in rows[:rng.randint(0, n)]), calibrated=rng.random() < 0.5)
+
+
+def bench_ties(trials: int) -> dict[str, int]:
+    """Exact ties (wins == losses, binary and continuous) and no-effect changes (every score unchanged, any split
+    size) through the default pipeline, with and without a noise estimate, sign test and calibrated: accepts
+    (goal 0 of each)."""
     rng = random.Random(1)
-    ctx = Context({"skills/s": Head(0, "")})
     agg = Aggregator(default())
-    accepted = 0
+    counts = {"tie_trials": 0, "tie_false_accepts": 0, "no_effect_trials": 0, "no_effect_false_accepts": 0}
     for i in range(trials):
-        n = rng.randint(1, 40)
-        base = [rng.random() for _ in range(n)]
-        cand = list(base)
-        perm = list(range(n))
-        rng.shuffle(perm)
-        cand = [base[perm[j]] for j in range(n)]  # same multiset of scores: sum of deltas is exactly 0
-        ev = Evidence(tuple(Row(f"t{j}", base[j], cand[j]) for j in range(n)))
-        w, lo = ev.wins_losses()
-        if abs(w - lo) > 1e-9:
-            continue
-        diff = Diff("skills/s", 0, (Op.add("rule", f"- tie {i}"),))
-        result = agg.step([Candidate(diff, ev)], ctx)
-        accepted += sum(d.outcome is Outcome.ACCEPTED for d in result.decisions)
-    return {"tie_trials": trials, "tie_false_accepts": accepted}
+        ctx = Context({"skills/s": Head(0, "")}, noise=_noise(rng))
+        for kind, ev in (("tie", _tie(rng, rng.randint(1, 40))), ("no_effect", _no_effect(rng, rng.randint(0, 400)))):
+            if ev is None:
+                continue
+            diff = Diff("skills/s", 0, (Op.add("rule", f"- {kind} {i}"),))
+            result = agg.step([Candidate(diff, ev)], ctx)
+            counts[f"{kind}_trials"] += 1
+            counts[f"{kind}_false_accepts"] += sum(d.outcome is Outcome.ACCEPTED for d in result.decisions)
+    return counts
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ def test_the_sign_test_commits_a_change_with_no_loss_from_five_wins_and_not_befo
 def test_the_calibrated_test_commits_once_the_wins_reach_its_documented_threshold(n: int) -> None:
     need = wins_needed(n, delta=FIRST_LOOK, margin=0.02, noise=QUIET, calibrated=True)
     assert need is not None and need <= 5  # at 1% noise, a handful of wins on tasks the base failed is enough
-    q = QUIET.win_upper() + 0.02
+    q = QUIET.win_upper()
     assert binom_tail(need, n, q) < FIRST_LOOK <= binom_tail(need - 1, n, q)
     for wins in range(n + 1):
         accepted = outcome(wins_and_ties(wins, n, calibrated=True), QUIET) is Outcome.ACCEPTED

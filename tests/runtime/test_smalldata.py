@@ -63,7 +63,7 @@ def test_data_too_small_is_a_config_error() -> None:
 
 def test_the_auto_pool_widens_a_small_validation_split_with_training_tasks_and_says_so() -> None:
     found = power(3, 6, GateConfig(pool="auto"))
-    assert found == GatePower(need=5, most=3 + 5, widened=True, n_val=3, n_train=6)  # the origin task left out
+    assert found == GatePower(need=4, most=3 + 5, widened=True, n_val=3, n_train=6)  # the origin task left out
     note = found.protocol()
     assert note.startswith("; ")
     assert "validation and training tasks together (3 + 6" in note

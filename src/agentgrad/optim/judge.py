@@ -5,10 +5,10 @@ effect shows) and the rest (a random sample of other tasks). The test has two pa
 
 Gain, on the focus rows (all rows when fewer than `MIN_FOCUS` are marked), by one of two tests:
 - *calibrated* (when the evidence says so, `Evidence.calibrated`, and the run has a noise estimate): under the
-  null that the change does nothing, each task the base failed turns into a win with at most the noise rate q (plus
-  the margin), so the wins W on R chances are at most Binomial(R, q); the p-value is P(Bin(R, q) >= W − L), the net
-  wins (a loss takes a win back; still valid, as W − L <= W). Ties count: 4 wins on 4 failed tasks when q is 0.05
-  has p ~ 6e-6, where the sign test gives 1/16.
+  null that the change does nothing, each task the base failed turns into a win with at most the noise rate q, so
+  the wins W on R chances are at most Binomial(R, q); the p-value is P(Bin(R, q) >= W − L), the net wins (a loss
+  takes a win back; still valid, as W − L <= W), and the mean net effect on the gain rows must reach the margin.
+  Ties count: 4 wins on 4 failed tasks when q is 0.05 has p ~ 6e-6, where the sign test gives 1/16.
 - *sign test* otherwise (`stats.prob_improvement` with its prior): wins against losses among the differing rows,
   valid whatever the noise.
 Which of the two applies the gate decides when it plans a look, before any of the candidate's scores are known
@@ -122,7 +122,8 @@ def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, mar
     q = noise.win_upper() if noise is not None else 1.0
     if calibrated and noise is not None:  # the net wins: P(W - L >= k) <= P(W >= k) under the null: still valid
         net = gain.wins - gain.losses
-        test, p_value = "calibrated", binom_tail(net if net > TIE else 0.0, gain.win_room, min(0.5, q + margin))
+        big_enough = gain.n > 0 and net / gain.n >= margin  # the margin: a least mean effect on the gain rows
+        test, p_value = "calibrated", binom_tail(net if net > TIE and big_enough else 0.0, gain.win_room, q)
     else:
         test, p_value = "sign", 1.0 - prob_improvement(gain.wins, gain.losses, margin=margin, prior=prior)
     harm_p = 1.0 if noise is None or total.losses <= 0 else binom_tail(total.losses, total.loss_room, noise.loss_rate())

@@ -30,6 +30,7 @@ from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
 from agentgrad.runtime.locality import Locality
+from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.pacing import Pacing
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
@@ -90,6 +91,7 @@ class Engine(Pacing):
                          pool=self.pool, locality=locality if config.gate.focus else None, known=self.known_tasks,
                          noise=lambda: self.noise)
         self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
+        self.watch = NoiseWatch(self.gate.far, lambda text, task: self.cache.scores.get((content_hash(text), task)))
         self.health = RunHealth(config.workers.run_slots, self.counts)
         self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
@@ -157,9 +159,11 @@ class Engine(Pacing):
 
     async def _score_uncached(self, text: str, task_id: str) -> float:
         outcome = await self.hedged_run("gate_evals", text, task_id)
-        if not outcome.ok:
-            return 0.0
-        return await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
+        score = 0.0
+        if outcome.ok:
+            score = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
+        self.watch.scored(text, task_id, score)
+        return score
 
     # -- rollouts and proposals ------------------------------------------------------------------------------
     def pick_task(self, index: int) -> str:
@@ -201,6 +205,7 @@ class Engine(Pacing):
         if outcome.ok:
             reward = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
         self.cache.put(snapshot.text, task_id, reward)
+        self.watch.scored(snapshot.text, task_id, reward)
         self.log_soon("rollout", {"task": task_id, "version": snapshot.version, "reward": reward, "worker": worker})
         self.counts["rollouts"] += 1
         self.counts["idle_rollouts"] += 1
@@ -346,6 +351,10 @@ class Engine(Pacing):
                            "candidates": [candidate_to_dict(c) for c in candidates]})
         result = self.aggregator.step(candidates, ctx)
         versions = commit_step(self.store, result, candidates)
+        parent = self.head.text
+        for version, accepted in zip(versions, result.accepted, strict=False):
+            self.watch.committed(version.number, version.text, parent, [accepted.origin] if accepted.origin else [])
+            parent = version.text
         if versions:
             self.head = Snapshot(versions[-1].number, versions[-1].text)
         self.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
@@ -363,7 +372,7 @@ class Engine(Pacing):
         rows.append(("step_done", {"step": step, "held": held, "versions": [v.number for v in versions]}))
         self.emit_many(rows)
         final = {d.diff_id for d in result.decisions if d.outcome.final}
-        self.noise = self.noise.added(c.evidence for c in candidates if c.diff.id in final)
+        self.noise = self.watch.flush(self.noise.added(c.evidence for c in candidates if c.diff.id in final))
         for decision in result.decisions:
             self.counts[f"decision_{decision.outcome.value}"] += 1
             self.drop_open(decision.diff_id)

@@ -1,0 +1,34 @@
+"""Noise pairs between a head and its parent: only tasks far from the commit's origin, each once, at flush."""
+
+from __future__ import annotations
+
+from agentgrad.optim.noise import NoiseEstimate
+from agentgrad.runtime.noisewatch import NoiseWatch
+
+NEAR = {"t1", "t2"}  # the tasks like the commit's origin t0
+
+
+def _watch(cached: dict[tuple[str, str], float]) -> NoiseWatch:
+    return NoiseWatch(lambda origin, tasks: [t for t in tasks if t not in NEAR],
+                      lambda text, task: cached.get((text, task)))
+
+
+def test_a_far_task_scored_on_a_head_and_its_parent_is_one_noise_pair_counted_once() -> None:
+    watch = _watch({("v0", "t5"): 0.0, ("v0", "t6"): 1.0, ("v0", "t1"): 0.0})
+    watch.committed(1, "v1", "v0", ["t0"])
+    watch.scored("v1", "t5", 1.0)  # far, parent failed it: a noise win
+    watch.scored("v1", "t5", 1.0)  # the same (version, task) again: not counted twice
+    watch.scored("v1", "t6", 1.0)  # far, a tie
+    watch.scored("v1", "t1", 1.0)  # near the origin: the commit may have fixed it, so it is no noise evidence
+    watch.scored("v1", "t7", 0.0)  # the parent's score is not cached
+    watch.scored("v9", "t5", 0.0)  # a text that is no committed head
+    noise = watch.flush(NoiseEstimate())
+    assert noise == NoiseEstimate(win_room=1.0, wins=1.0, loss_room=1.0, losses=0.0)
+    assert watch.flush(noise) is noise and watch.sizes()["pending"] == 0  # flushed once
+
+
+def test_a_commit_with_no_known_origin_gives_no_pairs() -> None:
+    watch = _watch({("v0", "t5"): 1.0})
+    watch.committed(1, "v1", "v0", [])
+    watch.scored("v1", "t5", 0.0)
+    assert watch.flush(NoiseEstimate()) == NoiseEstimate()
