@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/optimizer_bench.py
 	$(BIN)/python benchmarks/runtime_bench.py
 	$(BIN)/python benchmarks/provider_bench.py
+	$(BIN)/python benchmarks/noise_bench.py
 	$(BIN)/python benchmarks/kill_trials.py
 
 # The published gepa package, side by side with agentgrad on the reference world, in its own environment.

@@ -9,9 +9,10 @@ so the aggregator never waits for one.
 
 A failed check is attributed (`attribute`): for each commit between `stable` and the checked `dev`, newest first,
 "dev without that commit" (the commit's inverse rebased onto the dev text) is scored against `dev` on the
-validation tasks where `dev` and `stable` differ. A commit whose removal wins more of them than it loses has a
-negative leave-one-out contribution: it is harmful, and is reverted as a new dev commit (`SQLiteStore.revert_commit`:
-REVERTED on the commit, ACCEPTED on its inverse, a "revert" event). Reverts only ever add dev commits: `stable`
+validation tasks where `dev` and `stable` differ. A commit whose removal wins more of them than it loses, with a
+sign-test confidence of at least 0.9, has a clearly negative leave-one-out contribution: it is harmful, and is
+reverted as a new dev commit (`SQLiteStore.revert_commit`: REVERTED on the commit, ACCEPTED on its inverse, a
+"revert" event). Reverts only ever add dev commits: `stable`
 never moves back. A commit that is itself a revert, or already reverted, is left alone.
 """
 
@@ -29,6 +30,8 @@ from agentgrad.optim.stats import prob_improvement
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Snapshot
+
+REVERT_CONFIDENCE = 0.9  # how sure the leave-one-out must be that a commit hurts before it is reverted
 
 Scores = Mapping[str, tuple[float, float]]  # task id -> (one text's score, the other's)
 REVERT_STAGE = "revert"
@@ -65,8 +68,10 @@ class LeaveOneOut:
 
     @property
     def harmful(self) -> bool:
-        """True when removing the commit helps: its leave-one-out contribution is negative."""
-        return self.wins > self.losses
+        """True when removing the commit helps, and clearly: its leave-one-out contribution is negative with a
+        confidence of at least `REVERT_CONFIDENCE` (the sign test), so answer noise alone rarely reverts a good
+        commit."""
+        return self.wins > self.losses and prob_improvement(self.wins, self.losses, margin=0.0) >= REVERT_CONFIDENCE
 
 
 async def maybe_promote(engine: Engine) -> bool:
