@@ -16,7 +16,8 @@ Which of the two applies the gate decides when it plans a look, before any of th
 each keeps its false-accept bound: at most δ when the change does nothing (given the bound on q holds).
 
 No harm, on all rows: the losses on the tasks the base solved must not be significantly more than noise makes
-(P(Bin(S, r) >= L) >= `HARM` with r the noise loss rate), and the wins must outnumber the losses. An exact tie or a
+(P(Bin(S, r) >= L) >= `HARM` with r an upper credible bound of the noise loss rate, so a lone loss is not taken
+for harm before the noise is measured), and the wins must outnumber the losses. An exact tie or a
 change with no effect never passes: it has no win.
 
 `judge` works on `Tally` counts, so the gate can ask how the verdict would fall in the best and the worst case of
@@ -126,7 +127,7 @@ def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, mar
         test, p_value = "calibrated", binom_tail(net if net > TIE and big_enough else 0.0, gain.win_room, q)
     else:
         test, p_value = "sign", 1.0 - prob_improvement(gain.wins, gain.losses, margin=margin, prior=prior)
-    harm_p = 1.0 if noise is None or total.losses <= 0 else binom_tail(total.losses, total.loss_room, noise.loss_rate())
+    harm_p = 1.0 if noise is None or total.losses <= 0 else binom_tail(total.losses, total.loss_room, noise.loss_upper())
     passes = p_value < delta and harm_p >= HARM and total.wins - total.losses > TIE * max(1.0, total.wins)
     return Judgement(passes, test, p_value, delta, margin, gain, total, focused, q, harm_p)
 

@@ -78,6 +78,12 @@ class NoiseEstimate:
         """The posterior mean chance that noise turns a solved task into a loss (prior: half a loss in fifteen)."""
         return (PRIOR_LOSSES + self.losses) / (PRIOR_ROOM + self.loss_room)
 
+    def loss_upper(self, level: float = UPPER) -> float:
+        """An upper credible bound of that chance: losses beyond it are harm, not noise (a generous bound, so a
+        lone loss is never taken for harm before the run has measured its noise)."""
+        a, b = PRIOR_LOSSES + self.losses, PRIOR_ROOM - PRIOR_LOSSES + max(self.loss_room - self.losses, 0.0)
+        return float(betaincinv(a, b, level))
+
     def to_dict(self) -> dict[str, Any]:
         return {"win_room": self.win_room, "wins": self.wins, "loss_room": self.loss_room, "losses": self.losses}
 
