@@ -127,7 +127,9 @@ def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, mar
         test, p_value = "calibrated", binom_tail(net if net > TIE and big_enough else 0.0, gain.win_room, q)
     else:
         test, p_value = "sign", 1.0 - prob_improvement(gain.wins, gain.losses, margin=margin, prior=prior)
-    harm_p = 1.0 if noise is None or total.losses <= 0 else binom_tail(total.losses, total.loss_room, noise.loss_upper())
+    harm_p = 1.0
+    if noise is not None and total.losses > 0:
+        harm_p = binom_tail(total.losses, total.loss_room, noise.loss_upper())
     passes = p_value < delta and harm_p >= HARM and total.wins - total.losses > TIE * max(1.0, total.wins)
     return Judgement(passes, test, p_value, delta, margin, gain, total, focused, q, harm_p)
 
