@@ -15,10 +15,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 
-from agentgrad.data.task import Task
-from agentgrad.runtime.budget import Budget
-from agentgrad.runtime.evolve import evolve
-from agentgrad.runtime.result import Result
+from agentgrad import Budget, Result, Task, evolve
 
 EVENTS = {
     "the Berlin Wall fall": 1989, "the first Moon landing happen": 1969, "the Titanic sink": 1912,
