@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import anyio
 
+from agentgrad.agents.demo_agent import DEMO_PROPOSERS, DemoAgent
 from agentgrad.agents.edits import RULE_SCHEMA
 from agentgrad.agents.llm import LLMAgent
 from agentgrad.core.artifact import Artifact, Kind
@@ -22,6 +23,8 @@ from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Workers
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.result import Result
+from agentgrad.strategies.base import Strategy
+from agentgrad.strategies.demos import Demonstrations
 from agentgrad.strategies.rules import AppendRules
 
 
@@ -112,6 +115,17 @@ def make_agent(provider: Provider, *, local: bool, proposer: str | None = None, 
                     style=style, seed=seed if local else None)
 
 
+PROPOSERS = ("rule", "edits", *DEMO_PROPOSERS)
+
+
+def _solver(agent: LLMAgent, proposer: str | None) -> tuple[LLMAgent | DemoAgent, Strategy]:
+    """The agent and the strategy of a run: `agent` with `AppendRules`, or for the demonstration proposers a
+    `DemoAgent` around it with the `Demonstrations` strategy."""
+    if proposer in DEMO_PROPOSERS:
+        return DemoAgent(agent, rules=proposer == "demos+rules"), Demonstrations()
+    return agent, AppendRules()
+
+
 def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: str | Provider | None = None,
                  prompt: str = "question", gold: str = "answer", score: str | Scorer = "exact", skill: str = "",
                  budget: Budget | None = None, seed: int = 0, params: Mapping[str, Any] | None = None,
@@ -121,20 +135,27 @@ def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: s
     Scores with `score` ("exact", "normalized_exact", "contains", "numeric", "f1" or a function), splits the
     rows into train / validation / test, and passes `options` (workers, asynchronous, store, callbacks, ...)
     to `evolve()`. `params` go to every solving call (default: temperature 0, max_tokens 64). `proposer` picks
-    how proposals are asked for (see `make_agent`). A model named by a string is started (local) or connected
-    with as many parallel calls as the run's workers make at once, and closed at the end.
+    how proposals are asked for: "rule" or "edits" (see `make_agent`), "demos" (worked examples: a failed
+    training input with its gold answer, no model call; the `Demonstrations` strategy; see `DemoAgent`), or
+    "demos+rules" (demonstrations and the model's rules, alternately, in one skill). A model named by a string is
+    started (local) or connected with as many parallel calls as the run's workers make at once, and closed at the
+    end.
     """
     given = list(rows)
     tasks = [r for r in given if isinstance(r, Task)]
     if len(tasks) != len(given):
         tasks = tasks_from_rows(cast(list[Mapping[str, Any]], given), prompt=prompt, gold=gold)
+    if proposer is not None and proposer not in PROPOSERS:
+        raise ConfigError(f"unknown proposer {proposer!r}: use one of {PROPOSERS} (or None for the default)")
     chosen = model or default_model()
     provider = resolve_model(chosen, concurrency=_concurrency(options))
-    agent = make_agent(provider, local=_is_local(chosen), proposer=proposer, seed=seed, params=params)
+    style = "rule" if proposer in DEMO_PROPOSERS else proposer  # a demonstrations run asks the model for rules only
+    agent = make_agent(provider, local=_is_local(chosen), proposer=style, seed=seed, params=params)
     splits = split(tasks, seed=seed)
     agent.remember(task.expected for task in splits.train[:agent.shown])
+    solver, strategy = _solver(agent, proposer)
     try:
-        return evolve(splits, scoring(score), agent=agent, strategy=AppendRules(),
+        return evolve(splits, scoring(score), agent=solver, strategy=strategy,
                       artifact=Artifact("skill", Kind.SKILL, skill), budget=budget or Budget(rollouts=60),
                       seed=seed, **options)
     finally:
