@@ -13,7 +13,11 @@ Gain, on the focus rows (all rows when fewer than `MIN_FOCUS` are marked), by on
   valid whatever the noise.
 Which of the two applies the gate decides when it plans a look, before any of the candidate's scores are known
 (`prefer_calibrated`: the test that would need fewer wins on the planned gain rows at the current noise bound), so
-each keeps its false-accept bound: at most δ when the change does nothing (given the bound on q holds).
+each keeps its false-accept bound: at most δ when the change does nothing (given the bound on q holds). The
+calibrated test also needs the base to fail at least half of the gain rows (`FAILING`, a fact about the base, not
+the candidate): where the base already solves most tasks like the origin, its few failures are likely its own
+unlucky draws, which any edit may turn back into wins, so the noise rate measured elsewhere does not apply there
+and the sign test decides.
 
 No harm, on all rows: the losses on the tasks the base solved must not be significantly more than noise makes
 (P(Bin(S, r) >= L) >= `HARM` with r an upper credible bound of the noise loss rate, so a lone loss is not taken
@@ -37,6 +41,7 @@ from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
 
 MIN_FOCUS = 2  # fewer focus rows than this: the gain is looked for on all rows
 HARM = 0.05  # losses this improbable under the noise alone count as harm
+FAILING = 0.5  # the calibrated test needs the base to fail at least this share of the gain rows (else: sign test)
 TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
 
 
@@ -121,7 +126,8 @@ def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, mar
     """The test on counts (see the module doc); without a noise estimate, the sign test and no harm check beyond
     it."""
     q = noise.win_upper() if noise is not None else 1.0
-    if calibrated and noise is not None:  # the net wins: P(W - L >= k) <= P(W >= k) under the null: still valid
+    if calibrated and noise is not None and gain.win_room >= FAILING * gain.n:
+        # the net wins: P(W - L >= k) <= P(W >= k) under the null: still valid
         net = gain.wins - gain.losses
         big_enough = gain.n > 0 and net / gain.n >= margin  # the margin: a least mean effect on the gain rows
         test, p_value = "calibrated", binom_tail(net if net > TIE and big_enough else 0.0, gain.win_room, q)
