@@ -123,3 +123,14 @@ def test_the_calibrated_test_keeps_its_false_accept_bound_under_the_null() -> No
         trials += 1
         accepted += judge(evidence, delta=FIRST_LOOK, margin=0.02, noise=noise).passes
     assert accepted / trials < FIRST_LOOK
+
+
+def test_wins_where_the_base_already_solves_most_tasks_are_judged_by_the_sign_test() -> None:
+    # late in a run: the head solves 6 of the 8 tasks like the origin; its 2 failures are its own unlucky draws,
+    # which any edit (junk too) may win back, so the noise rate measured elsewhere does not apply
+    focus = tuple(f"f{i}" for i in range(8))
+    rows = (*(Row(t, 1.0, 1.0) for t in focus[:6]), *(Row(t, 0.0, 1.0) for t in focus[6:]))
+    verdict = judge(Evidence(rows, focus=focus, calibrated=True), delta=FIRST_LOOK, margin=0.02, noise=QUIET)
+    assert verdict.test == "sign" and not verdict.passes
+    failing = tuple(Row(t, 0.0, 1.0 if i < 2 else 0.0) for i, t in enumerate(focus))  # a failing cluster
+    assert judge(Evidence(failing, focus=focus, calibrated=True), delta=FIRST_LOOK, margin=0.02, noise=QUIET).passes
