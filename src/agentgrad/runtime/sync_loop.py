@@ -77,7 +77,9 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     n = _affordable(engine, "rollouts", workers.rollout) if not engine.idle() else 0
     while n > 0 and not engine.explore_allowed(n - 1):  # the calls left are for judging
         n -= 1
-    tasks = [engine.pick_task(round_no * workers.rollout + w) for w in range(n)]
+    tasks: list[str] = []
+    for w in range(n):
+        tasks.append(engine.pick_task(round_no * workers.rollout + w, avoid=tasks))
     rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
                              limit=workers.rollout, order=start_order(engine, tasks))
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]
