@@ -8,7 +8,7 @@ are handled in `stale.py`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.pacing import Pacing
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
-from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
+from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.commit import commit_step
 from agentgrad.store.events import EventLog
@@ -166,23 +166,6 @@ class Engine(Pacing):
         return score
 
     # -- rollouts and proposals ------------------------------------------------------------------------------
-    def _task_at(self, index: int) -> str:
-        epoch, position = divmod(index, len(self.train))
-        if self._epoch[0] != epoch:
-            self._epoch = (epoch, seeded_order(self.train, seed=self.config.seed, salt=f"epoch{epoch}"))
-        return self._epoch[1][position]
-
-    def pick_task(self, index: int, avoid: Collection[str] = ()) -> str:
-        """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
-        head is already known to solve (its score there is cached: a rollout would only repeat it) and those in
-        `avoid`; the task at `index` itself when every one is passed over."""
-        head = content_hash(self.head.text)
-        for step in range(len(self.train)):
-            task = self._task_at(index + step)
-            if task not in avoid and self.cache.scores.get((head, task), 0.0) < 1.0:
-                return task
-        return self._task_at(index)
-
     def idle(self) -> bool:
         """True when the rollout budget is unlimited and two epochs of rollouts brought nothing to the gate (the
         run then stops instead of spinning until another budget runs out; logged once as an "idle" event)."""
