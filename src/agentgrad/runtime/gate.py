@@ -26,7 +26,7 @@ from agentgrad.errors import ConfigError
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
 from agentgrad.optim.judge import MIN_FOCUS, Tally, certain, prefer_calibrated
 from agentgrad.optim.noise import NoiseEstimate
-from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
+from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
@@ -96,10 +96,11 @@ class _Look:
 
 def verdict_is_certain(wins: float, losses: float, remaining: int, *, delta: float, margin: float,
                        prior: tuple[float, float] = SIGN_TEST_PRIOR) -> bool:
-    """True when no outcome of the `remaining` tasks can change whether P(gain > margin) > 1 − δ."""
-    worst = prob_improvement(wins, losses + remaining, margin=margin, prior=prior)
-    best = prob_improvement(wins + remaining, losses, margin=margin, prior=prior)
-    return worst > 1 - delta or best <= 1 - delta
+    """True when no outcome of the `remaining` tasks can change whether P(gain > margin) > 1 − δ: the sign test's
+    case of `optim.judge.certain` (no focus, no noise estimate), which the gate uses in general."""
+    tally = Tally(wins, losses, wins, losses, 0)
+    return certain(tally, tally, focused=False, gain_left=remaining, other_left=0, delta=delta, margin=margin,
+                   noise=None, prior=prior)
 
 
 class Gate:
