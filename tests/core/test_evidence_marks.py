@@ -186,3 +186,28 @@ def test_re_recording_without_marks_drops_the_old_marks(store: SQLiteStore) -> N
     plain = Evidence(old.rows, old.base_version, old.full, old.cost, old.tokens, old.traces)
     store.record(diff, plain, rejected(diff))
     assert store.evidence(diff.id) == plain
+
+
+def replicated() -> Evidence:
+    return Evidence.paired({"a": 1.0, "o@1f": 0.0, "o@2e": 0.0}, {"a": 1.0, "o@1f": 1.0, "o@2e": 1.0},
+                           base_version=4, replicas=("o@1f", "o@2e"))
+
+
+def test_replica_marks_must_name_rows_and_round_trip_through_the_dict() -> None:
+    with pytest.raises(InvalidEvidenceError, match=r"marks replicas tasks.*ghost"):
+        Evidence((Row("a", 0.0, 1.0),), replicas=("ghost",))
+    assert Evidence.from_dict(replicated().to_dict()) == replicated()
+    assert replicated().restricted(["a", "o@1f"]).replicas == ("o@1f",)
+
+
+def test_the_store_keeps_replica_marks(store: SQLiteStore) -> None:
+    diff = rule_diff(0, "one")
+    store.record(diff, replicated(), rejected(diff))
+    assert store.evidence(diff.id) == replicated()
+
+
+def test_a_fused_union_keeps_replica_marks_only_when_every_part_was_replicated() -> None:
+    both = concatenate([("p", replicated()), ("q", replicated())])
+    assert both.replicas == ("p:o@1f", "p:o@2e", "q:o@1f", "q:o@2e")
+    mixed = concatenate([("p", replicated()), ("q", marked())])
+    assert mixed.replicas == () and "p:o@1f" in mixed.task_ids

@@ -257,14 +257,16 @@ TRAIN = 8  # a short epoch, so tasks come back and their estimates differ
 
 
 def _sync_with_scarce_slots(store: Path) -> list[tuple[str, dict[str, Any]]]:
-    """A synchronous run with 4 rollouts a round on 2 run slots, on a fake clock with lognormal latencies."""
+    """A synchronous run with 4 rollouts a round on 2 run slots, on a fake clock with lognormal latencies (every rollout
+    a call: none is served from a gate run's output)."""
     clock = FakeClock()
     bot = WorldAgent(WORLD, median=0.002, sleep=clock.sleep)
     whole = bot.splits()
     result = evolve(Splits(whole.train[:TRAIN], whole.val, whole.test, "short train"), _reward, run=bot.run,
                     propose=bot.propose, strategy=WORLD.strategy, artifact=WORLD.artifact, store=store, seed=1,
                     clock=clock.now, asynchronous=False, workers=Workers(rollout=4, propose=2, gate=2, slots=2),
-                    budget=Budget(rollouts=40, proposals=16, gate_evals=240))
+                    budget=Budget(rollouts=40, proposals=16, gate_evals=240),
+                    config=RunConfig(reuse_outputs=False))
     assert result.ok, result.error
     return events(store)
 

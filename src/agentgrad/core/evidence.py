@@ -48,6 +48,9 @@ class Evidence:
             should show); the acceptance test looks for the gain there (`optim.judge`).
         far: the rows' tasks least like the origin task; their differences estimate the answer noise.
         calibrated: the gate planned the gain test as the noise-calibrated one (`optim.judge`), not the sign test.
+        replicas: the rows that score the candidate's origin task again on later heads (fresh contexts, ids
+            ``<origin>@v<version>``); when there are any, the acceptance test is the replication test
+            (`optim.judge`).
     """
 
     rows: tuple[Row, ...]
@@ -59,6 +62,7 @@ class Evidence:
     focus: tuple[str, ...] = ()
     far: tuple[str, ...] = ()
     calibrated: bool = False
+    replicas: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         rows = tuple(self.rows)
@@ -77,7 +81,7 @@ class Evidence:
             raise InvalidEvidenceError(f"cost and tokens must be finite and >= 0, got {self.cost!r}, {self.tokens!r}")
         object.__setattr__(self, "rows", rows)
         object.__setattr__(self, "traces", tuple(self.traces))
-        for name in ("focus", "far"):
+        for name in ("focus", "far", "replicas"):
             marked = tuple(getattr(self, name))
             if any(t not in seen for t in marked):
                 raise InvalidEvidenceError(f"evidence marks {name} tasks it has no row for: "
@@ -118,7 +122,8 @@ class Evidence:
         keep = set(task_ids)
         return Evidence(tuple(r for r in self.rows if r.task_id in keep), self.base_version, False, self.cost,
                         self.tokens, self.traces, tuple(t for t in self.focus if t in keep),
-                        tuple(t for t in self.far if t in keep), self.calibrated)
+                        tuple(t for t in self.far if t in keep), self.calibrated,
+                        tuple(t for t in self.replicas if t in keep))
 
     def check_tasks(self, known: Collection[str]) -> None:
         """Raise `InvalidEvidenceError` naming any task id not in `known`."""
@@ -130,7 +135,8 @@ class Evidence:
         """A JSON-ready dict; `Evidence.from_dict` reverses it."""
         return {"rows": [[r.task_id, r.base, r.candidate] for r in self.rows], "base_version": self.base_version,
                 "full": self.full, "cost": self.cost, "tokens": self.tokens, "traces": list(self.traces),
-                "focus": list(self.focus), "far": list(self.far), "calibrated": self.calibrated}
+                "focus": list(self.focus), "far": list(self.far), "calibrated": self.calibrated,
+                "replicas": list(self.replicas)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
@@ -140,7 +146,7 @@ class Evidence:
             return cls(rows, data.get("base_version"), bool(data.get("full", False)), float(data.get("cost", 0.0)),
                        int(data.get("tokens", 0)), tuple(data.get("traces", ())),
                        tuple(str(t) for t in data.get("focus", ())), tuple(str(t) for t in data.get("far", ())),
-                       bool(data.get("calibrated", False)))
+                       bool(data.get("calibrated", False)), tuple(str(t) for t in data.get("replicas", ())))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidEvidenceError):
                 raise
@@ -148,23 +154,23 @@ class Evidence:
 
 
 def concatenate(parts: Iterable[tuple[str, Evidence]]) -> Evidence:
-    """Evidence of a fused diff: each part's rows kept as separate observations, ids prefixed with the part."""
+    """Evidence of a fused diff: each part's rows kept as separate observations, ids prefixed with the part. The
+    union is judged by the replication test only when every part was (else its replica rows are plain rows)."""
     rows: list[Row] = []
     cost, tokens, full = 0.0, 0, True
     traces: list[str] = []
-    focus: list[str] = []
-    far: list[str] = []
-    calibrated = True
+    marks: dict[str, list[str]] = {"focus": [], "far": [], "replicas": []}
+    calibrated = replicated = True
     versions = set()
     for label, evidence in parts:
         rows.extend(Row(f"{label}:{r.task_id}", r.base, r.candidate) for r in evidence.rows)
-        focus.extend(f"{label}:{t}" for t in evidence.focus)
-        far.extend(f"{label}:{t}" for t in evidence.far)
-        calibrated = calibrated and evidence.calibrated
+        for name, marked in marks.items():
+            marked.extend(f"{label}:{t}" for t in getattr(evidence, name))
+        calibrated, replicated = calibrated and evidence.calibrated, replicated and bool(evidence.replicas)
         cost, tokens = cost + evidence.cost, tokens + evidence.tokens
         traces.extend(evidence.traces)
         full = full and evidence.full
         versions.add(evidence.base_version)
     version = versions.pop() if len(versions) == 1 else None
-    return Evidence(tuple(rows), version, full and bool(rows), cost, tokens, tuple(traces), tuple(focus), tuple(far),
-                    calibrated and bool(rows))
+    return Evidence(tuple(rows), version, full and bool(rows), cost, tokens, tuple(traces), tuple(marks["focus"]),
+                    tuple(marks["far"]), calibrated and bool(rows), tuple(marks["replicas"]) if replicated else ())

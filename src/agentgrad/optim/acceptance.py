@@ -9,14 +9,23 @@ its later looks share the rest of δ. By the union bound the false-accept rate o
 that pass but cannot be committed yet are held: rebased ones for a re-check on the current head, L1 ones without a
 full held-out check, and (with `best_only`) every passer but the best one per artifact in this step.
 
+A candidate with an origin task that fails its first look without being promising, but with no harm, is held to
+*replicate* instead (its gain may have no like task to show on: a rare category): its later look is the replication
+test (`optim.judge`), its origin task scored again in fresh contexts (later heads, or the head with another
+change), `optim.judge.REPLICAS` of them by design; it waits while the test is not passed yet and still can be. (The
+runtime also replicates a promising candidate whose plan has no more tasks like its origin to score.) Which of the
+two a later look is follows from the first look's evidence and the task inputs alone, so each keeps its share of δ;
+stopping the replication early either way (curtailment) leaves its test exact.
+
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
-look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7.
+look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication, on 2 full wins of 3 fresh
+contexts while the noise bound q_r is at most 0.07, else on 3 of 3 (up to q_r = 0.24).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -24,7 +33,7 @@ from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
-from agentgrad.optim.judge import Judgement, judge
+from agentgrad.optim.judge import Judgement, judge, may_replicate
 from agentgrad.optim.schedules import Schedule, delta_schedule
 from agentgrad.optim.stats import SIGN_TEST_PRIOR, check_margin, check_prior
 
@@ -140,6 +149,17 @@ def _judge(candidate: Candidate, post: Judgement, head: Head, min_examples: int,
     return None
 
 
+def _replicating(candidate: Candidate, post: Judgement) -> Decision:
+    """EXTEND for a candidate held (again) to have its origin task scored on the next head."""
+    numbers = {**post.numbers(), "look": float(candidate.looks), "replicas": float(len(candidate.evidence.replicas))}
+    if candidate.evidence.replicas:
+        why = f"replicating, not yet significant: {post.describe()}; held for another context"
+    else:
+        why = (f"not significant, no harm: {post.describe()}; held to score its origin task again on later heads "
+               f"(look {candidate.looks + 1}, a replication)")
+    return verdict(candidate, Outcome.EXTEND, STAGE, why, numbers)
+
+
 def _rank(entry: tuple[Candidate, Judgement]) -> tuple[float, float, str]:
     candidate, post = entry
     return post.p_value, -(post.total.wins - post.total.losses), candidate.diff.id
@@ -191,7 +211,17 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
 
     def promising(candidate: Candidate, post: Judgement) -> bool:
         return (candidate.looks < looks and not candidate.recheck and not post.harmful
-                and post.total.wins > post.total.losses and 1.0 - post.p_value >= promise)
+                and not candidate.evidence.replicas and post.total.wins > post.total.losses
+                and 1.0 - post.p_value >= promise)
+
+    def replicable(candidate: Candidate, post: Judgement, ctx: Context) -> bool:
+        """Held (again) for the replication test (module doc)."""
+        evidence = candidate.evidence
+        if post.harmful or candidate.origin is None:
+            return False
+        if evidence.replicas:
+            return may_replicate(evidence, delta=post.delta, noise=ctx.noise)
+        return candidate.looks < looks
 
     def update(batch: Batch, state: AcceptanceState, ctx: Context) -> tuple[Batch, AcceptanceState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
@@ -203,6 +233,9 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
             decision = _judge(candidate, post, head, min_examples, promising(candidate, post))
             if decision is None:
                 passers.append((candidate, post))
+            elif decision.outcome is Outcome.REJECTED and head.layer is not Layer.L0 \
+                    and replicable(candidate, post, ctx):
+                verdicts[candidate.diff.id] = (replace(candidate, replicate=True), _replicating(candidate, post))
             else:
                 verdicts[candidate.diff.id] = (candidate, decision)
         verdicts.update(_pick(passers, best_only))

@@ -49,6 +49,8 @@ class Candidate:
     diffs a fused candidate was made of. `looks` counts the evidence's looks: 1 for a first evaluation, one more
     each time the acceptance stage held it for more tasks (`Outcome.EXTEND`); each look is tested at its own share
     of δ (`optim.acceptance.look_delta`). `origin` is the task the proposal was written for (None if unknown).
+    `replicate` is set on a candidate held to have its origin task scored again on later heads (the replication
+    test, `optim.judge`) instead of on more tasks.
     """
 
     diff: Diff
@@ -57,6 +59,7 @@ class Candidate:
     parts: tuple[Diff, ...] = ()
     looks: int = 1
     origin: str | None = None
+    replicate: bool = False
 
 
 def head_of_diff(diff: Diff, ctx: Context, *, stage: str = "") -> Head:

@@ -24,6 +24,16 @@ No harm, on all rows: the losses on the tasks the base solved must not be signif
 for harm before the noise is measured), and the wins must outnumber the losses. An exact tie or a
 change with no effect never passes: it has no win.
 
+Replication, for a change whose gain cannot show on the tasks there are (an origin task with no like task in the
+pool, a rare category): the evidence carries *replica* rows (`Evidence.replicas`), its origin task scored again on
+fresh contexts (`runtime.parking`: later heads, or the head with another change), in none of which a score was
+chosen for failing. Under the null each is a full win (base 0, candidate 1) with chance at most q_r, an upper
+credible bound of the noise's win rate per far row (never above 1/4: with base and candidate equally good,
+p(1 − p) <= 1/4), independently across contexts. The design is `REPLICAS` contexts and the p-value of W full wins
+is P(Bin(REPLICAS, q_r) >= W); the runtime may stop early both ways (curtailment: W already passes, or can no longer
+pass), which leaves the test exact. The no-harm check is as above, on all rows, but wins need not outnumber losses
+there: the change acts on one task, and a loss or two elsewhere is what noise makes (the harm check bounds it).
+
 `judge` works on `Tally` counts, so the gate can ask how the verdict would fall in the best and the worst case of
 the tasks it has not scored yet (`certain`).
 """
@@ -42,6 +52,8 @@ from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
 MIN_FOCUS = 2  # fewer focus rows than this: the gain is looked for on all rows
 HARM = 0.05  # losses this improbable under the noise alone count as harm
 FAILING = 0.5  # the calibrated test needs the base to fail at least this share of the gain rows (else: sign test)
+REPLICA_BOUND = 0.25  # the most a fresh context can make a win of a change with no effect: p(1 - p) <= 1/4
+REPLICAS = 3  # the replication test's design: the origin task scored in this many fresh contexts
 TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
 
 
@@ -110,7 +122,11 @@ class Judgement:
 
     def describe(self) -> str:
         where = f"{self.gain.n} focus tasks" if self.focused else f"{self.gain.n} tasks"
-        if self.test == "calibrated":
+        if self.test == "replicated":
+            gain = (f"replication of its origin task in {self.gain.n} of {REPLICAS} fresh contexts: "
+                    f"{self.gain.wins:.4g} wins, {self.gain.losses:.4g} losses, against noise <= {self.noise_win:.3f}"
+                    f" a context: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
+        elif self.test == "calibrated":
             gain = (f"{self.gain.wins:.4g} wins on {where} ({self.gain.win_room:.4g} the base failed) against noise "
                     f"<= {self.noise_win:.3f}: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
         else:
@@ -138,6 +154,42 @@ def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, mar
         harm_p = binom_tail(total.losses, total.loss_room, noise.loss_upper())
     passes = p_value < delta and harm_p >= HARM and total.wins - total.losses > TIE * max(1.0, total.wins)
     return Judgement(passes, test, p_value, delta, margin, gain, total, focused, q, harm_p)
+
+
+def replica_bound(noise: NoiseEstimate | None) -> float:
+    """q_r of the replication test: the noise's win rate bound per far row, at most `REPLICA_BOUND`."""
+    return REPLICA_BOUND if noise is None else min(REPLICA_BOUND, noise.row_win_upper())
+
+
+def replica_wins(evidence: Evidence) -> tuple[int, int]:
+    """(full wins, replica rows) of `evidence`: rows of its origin task in fresh contexts where the base failed
+    and the candidate succeeded."""
+    marked = set(evidence.replicas)
+    rows = [r for r in evidence.rows if r.task_id in marked]
+    return sum(1 for r in rows if r.base <= TIE and r.candidate >= 1.0 - TIE), len(rows)
+
+
+def replica_p(wins: int, *, noise: NoiseEstimate | None) -> float:
+    """The p-value of `wins` full wins in the replication design of `REPLICAS` contexts."""
+    return binom_tail(wins, REPLICAS, replica_bound(noise)) if wins > 0 else 1.0
+
+
+def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | None) -> bool:
+    """True while `evidence` has fewer than `REPLICAS` replicas and a full win in each context left would pass."""
+    wins, n = replica_wins(evidence)
+    return n < REPLICAS and replica_p(wins + REPLICAS - n, noise=noise) < delta
+
+
+def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None) -> Judgement:
+    """The replication test (module doc) on evidence with replica rows."""
+    marked = set(evidence.replicas)
+    gain, total = Tally.of(r for r in evidence.rows if r.task_id in marked), Tally.of(evidence.rows)
+    p_value = replica_p(replica_wins(evidence)[0], noise=noise)
+    harm_p = 1.0
+    if noise is not None and total.losses > 0:
+        harm_p = binom_tail(total.losses, total.loss_room, noise.loss_upper())
+    passes = p_value < delta and harm_p >= HARM  # the gain is on one task: elsewhere only harm is looked for
+    return Judgement(passes, "replicated", p_value, delta, margin, gain, total, True, replica_bound(noise), harm_p)
 
 
 def wins_needed(chances: int, *, delta: float, margin: float, noise: NoiseEstimate | None,
@@ -174,7 +226,9 @@ def split(evidence: Evidence) -> tuple[Tally, Tally, bool, set[str]]:
 
 def judge(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None,
           prior: tuple[float, float] = SIGN_TEST_PRIOR) -> Judgement:
-    """The test on one candidate's evidence."""
+    """The test on one candidate's evidence (the replication test when it has replica rows)."""
+    if evidence.replicas:
+        return judge_replicas(evidence, delta=delta, margin=margin, noise=noise)
     gain, total, focused, _ = split(evidence)
     return judge_tallies(gain, total, focused=focused, delta=delta, margin=margin, noise=noise, prior=prior,
                          calibrated=evidence.calibrated)
@@ -196,5 +250,6 @@ def certain(gain: Tally, total: Tally, *, focused: bool, gain_left: int, other_l
     return not passes(gain.plus(wins=gain_left), total.plus(wins=left))
 
 
-__all__ = ["HARM", "MIN_FOCUS", "Judgement", "Tally", "binom_tail", "certain", "judge", "judge_tallies",
-           "prefer_calibrated", "split", "wins_needed"]
+__all__ = ["HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "Judgement", "Tally", "binom_tail", "certain", "judge",
+           "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated", "replica_bound", "replica_p",
+           "replica_wins", "split", "wins_needed"]

@@ -74,6 +74,14 @@ class NoiseEstimate:
         a, b = PRIOR_WINS + self.wins, PRIOR_ROOM - PRIOR_WINS + max(self.win_room - self.wins, 0.0)
         return float(betaincinv(a, b, level))
 
+    def row_win_upper(self, level: float = UPPER) -> float:
+        """An upper credible bound of the chance that noise makes a win of a task scored afresh, the base not
+        chosen for failing it (wins per far row, not per failed one: what the replication test needs); same
+        prior as `win_upper`."""
+        rows = self.win_room + self.loss_room
+        a, b = PRIOR_WINS + self.wins, PRIOR_ROOM - PRIOR_WINS + max(rows - self.wins, 0.0)
+        return float(betaincinv(a, b, level))
+
     def loss_rate(self) -> float:
         """The posterior mean chance that noise turns a solved task into a loss (prior: half a loss in fifteen)."""
         return (PRIOR_LOSSES + self.losses) / (PRIOR_ROOM + self.loss_room)

@@ -33,7 +33,8 @@ class Budget:
     """Limits of a run; None means unlimited, but at least one count or time limit must be set.
 
     Args:
-        rollouts: calls of `run` on training tasks.
+        rollouts: calls of `run` on training tasks (a rollout served from the kept output of the same run the gate
+            made is no call: `Result.counts["reused_rollouts"]` counts those).
         proposals: calls of `propose`.
         gate_evals: calls of `run` made by the acceptance gate (and by promotion checks).
         calls: calls of `run` over rollouts and gate evaluations together (GEPA's `max_metric_calls`); the

@@ -146,6 +146,9 @@ class RunConfig:
         inline_reward: a plain (non-async) reward that proves fast (16 calls in a row under 0.5 ms) runs on the
             event loop instead of a thread; one inline call over 5 ms sends it back to threads for good
             (`runtime.fastpath`). False keeps every call in a thread.
+        reuse_outputs: a rollout of a head on a task the gate already ran that head on takes that run's output
+            instead of calling `run` again (each kept output once; `Result.counts["reused_rollouts"]`). False:
+            every rollout calls `run` (for an agent whose answers are samples worth drawing afresh).
     """
 
     workers: Workers = field(default_factory=Workers)
@@ -160,6 +163,7 @@ class RunConfig:
     fuse_wait: float | None = None
     hedge: float | None = 4.0
     inline_reward: bool = True
+    reuse_outputs: bool = True
 
     def __post_init__(self) -> None:
         timeout = self.timeout
@@ -170,8 +174,9 @@ class RunConfig:
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))
                                  or not math.isfinite(wait) or wait < 0):
             raise ConfigError(f"RunConfig.fuse_wait must be None or a finite number of seconds >= 0, got {wait!r}")
-        if not isinstance(self.inline_reward, bool):
-            raise ConfigError(f"RunConfig.inline_reward must be True or False, got {self.inline_reward!r}")
+        for flag in ("inline_reward", "reuse_outputs"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"RunConfig.{flag} must be True or False, got {getattr(self, flag)!r}")
         hedge = self.hedge
         if hedge is not None and (isinstance(hedge, bool) or not isinstance(hedge, (int, float))
                                   or not math.isfinite(hedge) or hedge < 0):
@@ -195,4 +200,4 @@ class RunConfig:
                                "promise": a.promise}, "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
                 "promote_every": self.promote_every, "fuse_wait": self.fuse_wait,
-                "hedge": self.hedge, "inline_reward": self.inline_reward}
+                "hedge": self.hedge, "inline_reward": self.inline_reward, "reuse_outputs": self.reuse_outputs}

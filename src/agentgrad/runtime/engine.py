@@ -32,6 +32,7 @@ from agentgrad.runtime.health import RunHealth
 from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.pacing import Pacing
+from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
@@ -98,6 +99,7 @@ class Engine(Pacing):
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
+        self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
         self.frozen_known: tuple[str, frozenset[str]] = ("", frozenset())  # (text hash, tasks): `freeze_known`
         self.exploring = 0  # rollouts in flight
         self._settled: anyio.Event | None = None  # set when a diff gets its final verdict (`explore_turn`)
@@ -162,6 +164,8 @@ class Engine(Pacing):
         score = 0.0
         if outcome.ok:
             score = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
+            if isinstance(outcome.value, str):
+                self.cache.put_output(text, task_id, outcome.value)
         self.watch.scored(text, task_id, score)
         return score
 
@@ -180,6 +184,9 @@ class Engine(Pacing):
                       refresh: Callable[[Snapshot], Snapshot] | None = None) -> Rollout:
         """Run the agent with `snapshot` on a training task and score it. With `refresh`, the snapshot is
         `refresh(snapshot)` at the moment the run slot is granted (the rollout records the one it used)."""
+        reused = self.reused_rollout(worker, snapshot if refresh is None else refresh(snapshot), task_id)
+        if reused is not None:
+            return reused
         used = [snapshot]
 
         def fresh() -> str:
@@ -293,6 +300,7 @@ class Engine(Pacing):
                 evidence = Evidence.paired({origin.task_id: origin.reward}, {origin.task_id: score},
                                            base_version=base.version)
                 self.counts["screened_out"] += 1
+                self.parking.offer([diff])  # a possible context for replications (`runtime.parking`)
                 self.record_verdict(diff, evidence, Outcome.REJECTED, "gate",
                                     "screened out: it does not beat the base on the task it was proposed for",
                                     {"n": 1.0, "base": origin.reward, "candidate": score})

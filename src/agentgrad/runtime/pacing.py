@@ -2,7 +2,10 @@
 covered (`runtime.split`) and the gate is not behind.
 
 `Pacing` is the part of the engine that picks a rollout's task (`pick_task`), decides whether a rollout may start
-now (`explore_allowed`) and lets an asynchronous rollout worker wait for a verdict to free calls (`explore_turn`).
+now (`explore_allowed`), lets an asynchronous rollout worker wait for a verdict to free calls (`explore_turn`), and
+serves a rollout from the gate's own run of the same head on the same task when it has one (`reused_rollout`: the
+same call, so none is made and no budget is drawn on; each kept output serves one rollout, and counts as
+`reused_rollouts`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import anyio
 from agentgrad.core.artifact import content_hash
 from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.config import RunConfig
-from agentgrad.runtime.records import Snapshot
+from agentgrad.runtime.parking import Parking
+from agentgrad.runtime.records import Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.runtime.split import SplitFigures, may_explore
@@ -37,6 +41,7 @@ class Pacing(Accounts):
     cache: ScoreCache
     head: Snapshot
     _epoch: tuple[int, list[str]]
+    parking: Parking
 
     def _task_at(self, index: int) -> str:
         epoch, position = divmod(index, len(self.train))
@@ -46,14 +51,27 @@ class Pacing(Accounts):
 
     def pick_task(self, index: int, avoid: Collection[str] = ()) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
-        head is already known to solve (its score there is cached: a rollout would only repeat it) and those in
-        `avoid`; the task at `index` itself when every one is passed over."""
-        head = content_hash(self.head.text)
+        head is already known to solve (its score there is cached: a rollout would only repeat it), the origins of
+        candidates waiting to replicate (a rollout there would propose one of them again) and those in `avoid`; the
+        task at `index` itself when every one is passed over."""
+        head, waiting = content_hash(self.head.text), self.parking.origins
         for step in range(len(self.train)):
             task = self._task_at(index + step)
-            if task not in avoid and self.cache.scores.get((head, task), 0.0) < 1.0:
+            if task not in avoid and task not in waiting and self.cache.scores.get((head, task), 0.0) < 1.0:
                 return task
         return self._task_at(index)
+
+    def reused_rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout | None:
+        """The rollout of `snapshot` on `task_id` from the output the gate already has of it, or None."""
+        kept = self.cache.reusable(snapshot.text, task_id) if self.config.reuse_outputs else None
+        if kept is None:
+            return None
+        reward, output = kept
+        self.log_soon("rollout", {"task": task_id, "version": snapshot.version, "reward": reward, "worker": worker,
+                                  "reused": True})
+        self.counts["reused_rollouts"] += 1
+        self.counts["idle_rollouts"] += 1
+        return Rollout(worker, task_id, snapshot, output, reward, None)
 
     def settled(self) -> None:
         """A diff got its final verdict: wake the rollout workers waiting for calls."""
@@ -67,11 +85,13 @@ class Pacing(Accounts):
         of proposals waiting or on their way); always True when calls are not limited."""
         if self.meter.budget.calls is None:
             return True
-        if len(self.open) + self.exploring + extra >= BACKLOG * self.config.workers.gate:
+        queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
+        if queued + self.exploring + extra >= BACKLOG * self.config.workers.gate:
             return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
-        figures = SplitFigures(self.counts["rollouts"], self.counts["proposals"], self.counts["judged"],
+        rollouts = self.counts["rollouts"] + self.counts["reused_rollouts"]
+        figures = SplitFigures(rollouts, self.counts["proposals"], self.counts["judged"],
                                self.meter.used["gate_evals"], self.gate.prior_cost())
-        return may_explore(figures, calls_left=self.meter.remaining("calls"), waiting=len(self.open),
+        return may_explore(figures, calls_left=self.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra)
 
     async def explore_turn(self) -> bool:

@@ -1,7 +1,8 @@
 """A score cache keyed by (text hash, task id), with in-flight de-duplication.
 
 The base version's scores are computed once and shared by every candidate made against it; two gates asking for
-the same score at the same time cause one call, not two.
+the same score at the same time cause one call, not two. The outputs behind the latest scores are kept too (a
+bounded number), so that a rollout of a head on a task the gate already ran it on needs no call.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from agentgrad.core.artifact import content_hash
 class ScoreCache:
     """Caches `compute(text, task_id)`; `get` waits for an in-flight computation of the same key."""
 
-    def __init__(self, compute: Callable[[str, str], Awaitable[float]], *, max_entries: int = 200_000) -> None:
+    def __init__(self, compute: Callable[[str, str], Awaitable[float]], *, max_entries: int = 200_000,
+                 max_outputs: int = 4_096) -> None:
         self.compute = compute
-        self.max_entries = max_entries
+        self.max_entries, self.max_outputs = max_entries, max_outputs
+        self.outputs: dict[tuple[str, str], str] = {}  # (text hash, task) -> the output of the run scored
         self.scores: dict[tuple[str, str], float] = {}
         self._tasks: dict[str, set[str]] = {}  # text hash -> tasks with a cached score
         self.pending: dict[tuple[str, str], anyio.Event] = {}
@@ -34,6 +37,19 @@ class ScoreCache:
         digest = content_hash(text)
         self.scores[(digest, task_id)] = score
         self._tasks.setdefault(digest, set()).add(task_id)
+
+    def put_output(self, text: str, task_id: str, output: str) -> None:
+        """Keep the output of the run behind the score of `text` on `task_id` (the oldest goes past the bound)."""
+        if len(self.outputs) >= self.max_outputs:
+            del self.outputs[next(iter(self.outputs))]
+        self.outputs[(content_hash(text), task_id)] = output
+
+    def reusable(self, text: str, task_id: str) -> tuple[float, str] | None:
+        """(score, output) of `text` on `task_id` when both are kept, else None; the output is handed out once."""
+        key = (content_hash(text), task_id)
+        if key not in self.outputs or key not in self.scores:
+            return None
+        return self.scores[key], self.outputs.pop(key)
 
     def tasks(self, text: str) -> frozenset[str]:
         """The tasks `text` has a cached score on (no hit is counted)."""

@@ -10,6 +10,8 @@ With REPAIR, a STALE diff (found here or by the aggregator's staleness stage) go
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
@@ -21,6 +23,7 @@ from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Proposed, Snapshot
+from agentgrad.runtime.replicate import is_fresh, replicate
 
 REPAIR_SUFFIX = "-repair"
 
@@ -97,7 +100,8 @@ async def admit_and_evaluate(engine: Engine, proposed: Proposed) -> Candidate | 
 
 async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Candidate | None:
     """Evaluate sent-back work again: a held candidate on the current head (on the whole validation split for a
-    full check, on more tasks for EXTEND, its evidence kept), a proposal an earlier session left unevaluated, or
+    full check, on more tasks for EXTEND, its evidence kept, or its origin task again when held to replicate,
+    `runtime.replicate`), a proposal an earlier session left unevaluated, or
     (STALE) a diff to repair."""
     diff = candidate.diff
     if outcome is Outcome.STALE:
@@ -110,10 +114,28 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     engine.counts["rechecks"] += 1
     if outcome is Outcome.FULL_CHECK:
         return await engine.evaluate(proposed, full=True)
+    if outcome is Outcome.EXTEND and not candidate.replicate and _focus_exhausted(engine, proposed, candidate):
+        candidate = replace(candidate, replicate=True)  # no more tasks like its origin: replicate there instead
+    if (outcome is Outcome.EXTEND and candidate.replicate) or candidate.evidence.replicas:
+        # a re-check of replicated evidence on a new head is one more replica there (and its touched rows)
+        old = candidate.evidence.base_version
+        changed = None if old is None else touched(engine, diff.artifact_id, old, proposed.snapshot.version)
+        return await replicate(engine, proposed, candidate, changed)
     looks = candidate.looks + (outcome is Outcome.EXTEND)
     if outcome is Outcome.EXTEND:
         engine.counts["extended"] += 1
     return await reverify(engine, proposed, candidate.evidence, looks=looks, origin=candidate.origin)
+
+
+def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -> bool:
+    """True if the candidate's gain is looked for on focus tasks and a further look's plan has no new one (a fact
+    of the task inputs, not of any score)."""
+    focus = set(candidate.evidence.focus)
+    if not focus or candidate.origin is None:
+        return False
+    base = proposed.snapshot
+    more, _ = engine.gate.plan(base.text, base.version, candidate.origin, candidate.looks + 1)
+    return not set(more) - focus
 
 
 async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: int = 1,
@@ -153,10 +175,19 @@ def touched(engine: Engine, artifact_id: str, after: int, upto: int) -> frozense
 
 
 def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidate]) -> list[tuple[Candidate, Outcome]]:
-    """The work a step sends back: held candidates (with the outcome that held them) and, under the REPAIR
-    policy, the candidates the step found STALE (`recheck` repairs them)."""
-    work = [(c, result.decision_for(c.diff.id).outcome) for c in result.held]
+    """The work a step sends back: held candidates (with the outcome that held them; those held to replicate are
+    parked until the head moves, and the parked ones a new head can replicate on are released) and, under the
+    REPAIR policy, the candidates the step found STALE (`recheck` repairs them)."""
+    work: list[tuple[Candidate, Outcome]] = []
+    for candidate in result.held:
+        outcome = result.decision_for(candidate.diff.id).outcome
+        if outcome is Outcome.EXTEND and candidate.replicate:
+            engine.parking.park(candidate)
+        else:
+            work.append((candidate, outcome))
     last = {d.diff_id: d.outcome for d in result.decisions}
+    engine.parking.offer([c.diff for c in candidates if last.get(c.diff.id) is Outcome.REJECTED])
+    work += [(c, Outcome.EXTEND) for c in engine.parking.release(partial(is_fresh, engine))]
     work += [(c, Outcome.STALE) for c in candidates
              if last.get(c.diff.id) is Outcome.STALE and can_repair(engine, c.diff)]
     return work

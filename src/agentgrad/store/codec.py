@@ -36,11 +36,11 @@ def is_rebase_of(new: Diff, old: Diff) -> bool:
 
 def evidence_summary(diff_id: str, evidence: Evidence) -> tuple[Any, ...]:
     """The per-diff evidence row: (diff_id, base_version, full, cost, tokens, traces JSON, n_rows). The traces
-    column holds the list of traces, or, when the evidence marks focus or far tasks, an object with all three."""
+    column holds the list of traces, or, when the evidence marks focus or far tasks, an object with all of them."""
     traces: Any = list(evidence.traces)
-    if evidence.focus or evidence.far or evidence.calibrated:
+    if evidence.focus or evidence.far or evidence.calibrated or evidence.replicas:
         traces = {"traces": traces, "focus": list(evidence.focus), "far": list(evidence.far),
-                  "calibrated": evidence.calibrated}
+                  "calibrated": evidence.calibrated, "replicas": list(evidence.replicas)}
     return (diff_id, evidence.base_version, int(evidence.full), float(evidence.cost), int(evidence.tokens),
             to_json(traces), len(evidence.rows))
 
@@ -58,7 +58,7 @@ def evidence_from_rows(summary: Sequence[Any], rows: Sequence[Sequence[Any]]) ->
     marks: Mapping[str, Any] = body if isinstance(body, Mapping) else {"traces": body}
     return Evidence(tuple(Row(t, b, c) for t, b, c in rows), base_version, bool(full), cost, tokens,
                     tuple(marks.get("traces", ())), tuple(marks.get("focus", ())), tuple(marks.get("far", ())),
-                    bool(marks.get("calibrated", False)))
+                    bool(marks.get("calibrated", False)), tuple(marks.get("replicas", ())))
 
 
 def _plain_number(value: Any, name: str) -> int | float:

@@ -1,0 +1,79 @@
+"""Candidates held for the replication test (`optim.judge`), waiting for a context they were not scored in yet.
+
+A *context* is the text the origin task is scored on, with and without the change: a later head, or the head with
+another change applied (a *sibling*: another waiting candidate, or one of the last changes the run turned down; a
+text the run has not scored, so its noise is fresh, and one that keeps everything the head has, so a change that
+needs an earlier rule still finds it). Which context comes next never depends on the candidate's scores. A
+replica row's id names its context: ``<origin task>@<first 12 hex digits of the context's hash>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agentgrad.core.artifact import content_hash
+from agentgrad.core.diff import Diff
+from agentgrad.optim.base import Candidate
+
+MARK = "@"
+SPARES = 16  # turned-down changes kept as possible siblings
+
+
+def context_key(text: str) -> str:
+    """The short name of a context text in replica ids."""
+    return content_hash(text)[:12]
+
+
+def replica_id(origin: str, context: str) -> str:
+    """The id of the replica row of `origin` scored in the context `context` (its text)."""
+    return f"{origin}{MARK}{context_key(context)}"
+
+
+def used_contexts(candidate: Candidate) -> set[str]:
+    """The context keys of `candidate`'s replica rows."""
+    return {r.rsplit(MARK, 1)[1] for r in candidate.evidence.replicas}
+
+
+class Parking:
+    """Candidates waiting to replicate (by diff id), and the sibling chosen as the next context of each released
+    one."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, Candidate] = {}
+        self.siblings: dict[str, Diff] = {}
+        self.spares: list[Diff] = []
+
+    def offer(self, diffs: Sequence[Diff]) -> None:
+        """Keep turned-down changes as possible siblings (the last `SPARES` of them, newest first)."""
+        self.spares = [*reversed(diffs), *self.spares][:SPARES]
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def origins(self) -> frozenset[str]:
+        """The origin tasks of the waiting candidates (a rollout there would only propose one of them again)."""
+        return frozenset(c.origin for c in self.waiting.values() if c.origin is not None)
+
+    def park(self, candidate: Candidate) -> None:
+        self.waiting[candidate.diff.id] = candidate
+        self.siblings.pop(candidate.diff.id, None)
+
+    def release(self, fresh: Callable[[Candidate, Diff | None], bool]) -> list[Candidate]:
+        """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
+        else on the head with the first sibling (another waiting candidate's change, then the spares) for which
+        `fresh(c, sibling)` (noted in `siblings`)."""
+        ready = [c for c in self.waiting.values() if fresh(c, None)]
+        rest = [c for c in self.waiting.values() if c not in ready]
+        for candidate in rest:
+            others = [s.diff for s in rest if s is not candidate] + self.spares
+            sibling = next((d for d in others if fresh(candidate, d)), None)
+            if sibling is not None:
+                self.siblings[candidate.diff.id] = sibling
+                ready.append(candidate)
+        for candidate in ready:
+            del self.waiting[candidate.diff.id]
+        return ready
+
+
+__all__ = ["MARK", "Parking", "context_key", "replica_id", "used_contexts"]

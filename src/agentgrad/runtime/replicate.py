@@ -1,0 +1,81 @@
+"""Replication: a candidate held for the replication test (`optim.judge`) gets its origin task scored again in
+fresh contexts (`runtime.parking`), where a change with no effect wins only by noise.
+
+`replicate` scores one context: the origin task there with and without the change, plus the earlier rows the
+commits since its evidence touched (so the no-harm check sees the head); every other row is carried over.
+"""
+
+from __future__ import annotations
+
+from agentgrad.core.diff import Diff, apply
+from agentgrad.core.evidence import Evidence
+from agentgrad.core.rebase import rebase
+from agentgrad.optim.base import Candidate
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.parking import context_key, replica_id, used_contexts
+from agentgrad.runtime.records import Proposed, Snapshot
+
+MIN_ROWS = 8  # a replication tops its evidence up to this many rows besides the replicas (the no-harm check)
+
+
+def applied_on(diff: Diff, text: str) -> str | None:
+    """`text` with `diff`'s change re-anchored on it; None if it conflicts or `text` already has it."""
+    moved = rebase(diff, text, diff.base_version + 1)  # the version number is not kept: only the text is
+    return apply(moved, text) if isinstance(moved, Diff) and moved.ops else None
+
+
+def context_of(head: Snapshot, sibling: Diff | None) -> str | None:
+    """The text of a context: the head, or the head with `sibling`'s change (None if that does not apply)."""
+    return head.text if sibling is None else applied_on(sibling, head.text)
+
+
+def is_fresh(engine: Engine, candidate: Candidate, sibling: Diff | None = None) -> bool:
+    """True if the context (the head, or the head with `sibling`) is one `candidate` was never scored in: not the
+    head its evidence was gathered on, nor one of its replicas'."""
+    text = context_of(engine.head, sibling)
+    if text is None:
+        return False
+    seen = used_contexts(candidate)
+    if candidate.evidence.base_version is not None:
+        seen.add(context_key(engine.store.version(candidate.diff.artifact_id, candidate.evidence.base_version).text))
+    return context_key(text) not in seen
+
+
+def _harm_rows(engine: Engine, base: Snapshot, candidate: Candidate, have: set[str]) -> list[str]:
+    """Plan tasks to score so that the evidence has `MIN_ROWS` rows besides its replicas."""
+    if len(have) >= MIN_ROWS:
+        return []
+    focus, rest = engine.gate.plan(base.text, base.version, candidate.origin)
+    return [t for t in [*focus, *rest] if t not in have][: MIN_ROWS - len(have)]
+
+
+async def replicate(engine: Engine, proposed: Proposed, candidate: Candidate,
+                    touched: frozenset[str] | None) -> Candidate | None:
+    """The candidate with one more replica row, its other rows on `proposed`'s snapshot (the head), or None (parked
+    again) when there is no fresh context for it now. `touched`: the tasks the commits since its evidence changed
+    (None: unknown, so every earlier row is scored again)."""
+    diff, base, origin, old = proposed.diff, proposed.snapshot, candidate.origin, candidate.evidence
+    sibling = engine.parking.siblings.pop(diff.id, None)
+    context = context_of(base, sibling)
+    cand_context = None if context is None else applied_on(diff, context)
+    if origin is None or context is None or cand_context is None or not is_fresh(engine, candidate, sibling):
+        engine.parking.park(candidate)
+        return None
+    marked = set(old.replicas)
+    plain = {r.task_id for r in old.rows if r.task_id not in marked}
+    redo = [t for t in plain if touched is None or t in touched] + _harm_rows(engine, base, candidate, plain)
+    texts = (base.text, apply(diff, base.text))
+    scores = await engine.gate.score_pairs(texts, redo) if redo else {}
+    replica = replica_id(origin, context)
+    scores[replica] = (await engine.gate.score_pairs((context, cand_context), [origin]))[origin]
+    pairs = {r.task_id: (r.base, r.candidate) for r in old.rows} | scores
+    engine.counts["replications"] += 1
+    engine.counts["sibling_replications"] += sibling is not None
+    evidence = Evidence.paired({t: b for t, (b, _) in pairs.items()}, {t: c for t, (_, c) in pairs.items()},
+                               base_version=base.version, full=old.full, focus=old.focus, far=old.far,
+                               calibrated=old.calibrated, replicas=(*old.replicas, replica))
+    looks = candidate.looks + (0 if old.replicas else 1)
+    return Candidate(diff, evidence, looks=looks, origin=origin, replicate=True)
+
+
+__all__ = ["MIN_ROWS", "applied_on", "context_of", "is_fresh", "replicate"]

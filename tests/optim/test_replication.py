@@ -1,0 +1,126 @@
+"""The replication test: a change whose gain has no like task to show on is held, its origin task scored again in
+fresh contexts, and committed only on full wins there; a change with no effect never passes, nor does harm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentgrad.core.decision import Outcome
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence, Row
+from agentgrad.core.ops import Op
+from agentgrad.optim.acceptance import accept_if
+from agentgrad.optim.base import Batch, Candidate, Context, Head
+from agentgrad.optim.judge import REPLICA_BOUND, REPLICAS, binom_tail, judge, may_replicate, replica_bound
+from agentgrad.optim.noise import NoiseEstimate
+
+ARTIFACT = "skills/s"
+LOOK_2 = 0.015  # the default second look: 0.3 of δ = 0.05
+QUIET = NoiseEstimate(win_room=200.0, wins=4.0, loss_room=400.0, losses=8.0)  # ~1-2% noise, well measured
+LOUD = NoiseEstimate(win_room=100.0, wins=15.0, loss_room=100.0, losses=15.0)  # ~7.5% wins per row
+
+
+def replicated(pairs: list[tuple[float, float]], plain: int = 8, losses: int = 0) -> Evidence:
+    """`plain` ordinary rows (ties on solved tasks, `losses` of them lost) and one replica row per pair."""
+    rows = [Row(f"t{i:02d}", 1.0, 0.0 if i < losses else 1.0) for i in range(plain)]
+    marks = tuple(f"t99@{k:012x}" for k in range(len(pairs)))
+    rows += [Row(mark, base, cand) for mark, (base, cand) in zip(marks, pairs, strict=True)]
+    return Evidence(tuple(rows), base_version=0, replicas=marks)
+
+
+def held(evidence: Evidence, *, origin: str | None = "t99", looks: int = 1, noise: NoiseEstimate | None = QUIET,
+         replicate: bool = False) -> tuple[Outcome, Batch]:
+    stage = accept_if()
+    candidate = Candidate(Diff(ARTIFACT, 0, (Op.add("key", "alpha: use method 3"),)), evidence, looks=looks,
+                          origin=origin, replicate=replicate)
+    batch, _ = stage.update(Batch((candidate,)), stage.init(), Context({ARTIFACT: Head(0, "# s\n")}, noise=noise))
+    (decision,) = batch.decisions
+    return decision.outcome, batch
+
+
+def test_the_bound_never_exceeds_a_quarter_and_follows_the_measured_noise() -> None:
+    assert replica_bound(None) == REPLICA_BOUND == 0.25
+    assert replica_bound(QUIET) < 0.05
+    assert replica_bound(QUIET) < replica_bound(LOUD) <= REPLICA_BOUND
+
+
+def test_two_full_wins_of_three_pass_where_the_noise_is_quiet_and_one_does_not() -> None:
+    two = judge(replicated([(0.0, 1.0), (0.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=QUIET)
+    one = judge(replicated([(0.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=QUIET)
+    assert two.test == "replicated" and two.passes
+    assert two.p_value == pytest.approx(binom_tail(2, REPLICAS, replica_bound(QUIET)))
+    assert not one.passes
+
+
+def test_loud_noise_needs_a_full_win_in_every_context() -> None:
+    assert not judge(replicated([(0.0, 1.0), (0.0, 1.0), (1.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=LOUD).passes
+    assert judge(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, margin=0.02, noise=LOUD).passes
+
+
+@pytest.mark.parametrize("pairs", [[(1.0, 1.0)] * 3, [(0.0, 0.0)] * 3, [(0.0, 0.5)] * 3, [(1.0, 0.0)] * 3])
+def test_ties_partial_scores_and_losses_in_every_context_never_pass(pairs: list[tuple[float, float]]) -> None:
+    verdict = judge(replicated(pairs), delta=0.49, margin=0.0, noise=QUIET)
+    assert not verdict.passes and verdict.p_value == 1.0
+
+
+def test_harm_on_the_other_rows_blocks_even_clean_replicas() -> None:
+    verdict = judge(replicated([(0.0, 1.0)] * 3, plain=10, losses=6), delta=LOOK_2, margin=0.02, noise=QUIET)
+    assert verdict.harmful and not verdict.passes
+
+
+def test_a_lone_noise_loss_elsewhere_does_not_block_a_replicated_gain() -> None:
+    verdict = judge(replicated([(0.0, 1.0)] * 2, plain=20, losses=1), delta=LOOK_2, margin=0.02, noise=LOUD)
+    assert verdict.total.wins == verdict.total.losses + 1
+    assert not verdict.harmful
+
+
+def test_waiting_continues_only_while_the_remaining_contexts_could_still_pass() -> None:
+    assert may_replicate(replicated([(0.0, 1.0)]), delta=LOOK_2, noise=QUIET)
+    assert may_replicate(replicated([(1.0, 1.0)]), delta=LOOK_2, noise=QUIET)  # 2 of 3 can still come
+    assert not may_replicate(replicated([(1.0, 1.0)]), delta=LOOK_2, noise=LOUD)  # would need 3 of 3
+    assert not may_replicate(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, noise=QUIET)  # the design is complete
+
+
+def test_under_the_null_the_false_accept_rate_stays_below_delta() -> None:
+    rng = np.random.default_rng(7)
+    q = 0.06  # each context: base and candidate equally likely to solve the origin (fail with noise q)
+    accepts = 0
+    trials = 20_000
+    for _ in range(trials):
+        pairs = [(float(rng.random() > q), float(rng.random() < q)) for _ in range(REPLICAS)]
+        accepts += judge(replicated(pairs), delta=LOOK_2, margin=0.02, noise=LOUD).passes
+    assert accepts / trials < LOOK_2
+
+
+def test_a_first_look_that_fails_without_harm_is_held_to_replicate() -> None:
+    evidence = Evidence(tuple(Row(f"t{i:02d}", 1.0, 1.0) for i in range(8)), base_version=0)
+    outcome, batch = held(evidence)
+    assert outcome is Outcome.EXTEND
+    (candidate,) = batch.held
+    assert candidate.replicate
+    assert "held to score its origin task again" in batch.decisions[0].reason
+
+
+def test_without_an_origin_or_on_the_last_look_a_failing_candidate_is_rejected() -> None:
+    evidence = Evidence(tuple(Row(f"t{i:02d}", 1.0, 1.0) for i in range(8)), base_version=0)
+    assert held(evidence, origin=None)[0] is Outcome.REJECTED
+    assert held(evidence, looks=2)[0] is Outcome.REJECTED
+
+
+def test_a_harmful_first_look_is_rejected_not_held() -> None:
+    evidence = Evidence(tuple(Row(f"t{i:02d}", 1.0, 0.0 if i < 6 else 1.0) for i in range(10)), base_version=0)
+    assert held(evidence)[0] is Outcome.REJECTED
+
+
+def test_replicated_evidence_is_accepted_held_again_or_rejected() -> None:
+    assert held(replicated([(0.0, 1.0)] * 2), looks=2, replicate=True)[0] is Outcome.ACCEPTED
+    outcome, batch = held(replicated([(0.0, 1.0)]), looks=2, replicate=True)
+    assert outcome is Outcome.EXTEND and batch.held[0].replicate
+    assert "held for another context" in batch.decisions[0].reason
+    assert held(replicated([(1.0, 1.0), (0.0, 0.0)]), looks=2, replicate=True)[0] is Outcome.REJECTED
+
+
+def test_a_change_with_no_effect_held_to_replicate_is_never_accepted() -> None:
+    for pairs in ([(1.0, 1.0)], [(1.0, 1.0)] * 2, [(0.0, 0.0)] * 3):
+        assert held(replicated(pairs), looks=2, replicate=True)[0] is not Outcome.ACCEPTED

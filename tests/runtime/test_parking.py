@@ -1,0 +1,66 @@
+"""Parking: candidates held to replicate wait for a fresh context, a new head or a sibling's change, and the
+turned-down changes kept as siblings are bounded."""
+
+from __future__ import annotations
+
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence, Row
+from agentgrad.core.ops import Op
+from agentgrad.optim.base import Candidate
+from agentgrad.runtime.parking import SPARES, Parking, context_key, replica_id, used_contexts
+
+
+def candidate(name: str, origin: str | None = "t1") -> Candidate:
+    diff = Diff("skills/s", 0, (Op.add("key", f"{name}: use method 1"),), id=name)
+    return Candidate(diff, Evidence((Row("t2", 1.0, 1.0),), base_version=0), origin=origin, replicate=True)
+
+
+def test_a_replica_id_names_its_origin_and_context_and_is_read_back() -> None:
+    rid = replica_id("t7", "# s\n- a: use method 1\n")
+    assert rid == f"t7@{context_key('# s' + chr(10) + '- a: use method 1' + chr(10))}"
+    evidence = Evidence((Row(rid, 0.0, 1.0),), replicas=(rid,))
+    assert used_contexts(Candidate(Diff("skills/s", 0, (), id="x"), evidence)) == {rid.split("@")[1]}
+
+
+def test_a_fresh_head_releases_a_waiting_candidate_without_a_sibling() -> None:
+    parking = Parking()
+    parking.park(candidate("a"))
+    assert parking.release(lambda c, sibling: False) == []
+    assert len(parking) == 1
+    (released,) = parking.release(lambda c, sibling: sibling is None)
+    assert released.diff.id == "a" and not parking.siblings and not len(parking)
+
+
+def test_two_waiting_candidates_are_each_others_context() -> None:
+    parking = Parking()
+    parking.park(candidate("a"))
+    parking.park(candidate("b"))
+    released = parking.release(lambda c, sibling: sibling is not None)
+    assert [c.diff.id for c in released] == ["a", "b"]
+    assert parking.siblings["a"].id == "b" and parking.siblings["b"].id == "a"
+
+
+def test_a_lone_candidate_takes_the_newest_turned_down_change_that_is_fresh_for_it() -> None:
+    parking = Parking()
+    spares = [candidate(f"s{i}").diff for i in range(3)]
+    parking.offer(spares)
+    parking.park(candidate("a"))
+    (released,) = parking.release(lambda c, sibling: sibling is not None and sibling.id != "s2")
+    assert parking.siblings[released.diff.id].id == "s1"
+
+
+def test_the_spares_are_bounded_newest_first() -> None:
+    parking = Parking()
+    parking.offer([candidate(f"s{i}").diff for i in range(SPARES + 5)])
+    assert len(parking.spares) == SPARES
+    assert parking.spares[0].id == f"s{SPARES + 4}"
+
+
+def test_parking_again_forgets_a_chosen_sibling_and_origins_are_known() -> None:
+    parking = Parking()
+    parking.park(candidate("a", origin="t9"))
+    parking.park(candidate("b", origin=None))
+    assert parking.origins == frozenset({"t9"})
+    parking.release(lambda c, sibling: sibling is not None)
+    parking.park(candidate("a"))
+    assert "a" not in parking.siblings

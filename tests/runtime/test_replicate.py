@@ -1,0 +1,141 @@
+"""Replication in a run: a rule for a category with one training task and no validation task, which no gate plan
+can show a gain for, is committed once its origin task wins again in fresh contexts; nothing wrong or junk is."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentgrad.core.artifact import Artifact, Kind
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence, Row
+from agentgrad.core.ops import Op
+from agentgrad.optim.base import Candidate
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.evolve import evolve
+from agentgrad.runtime.records import candidate_from_dict, candidate_to_dict
+from agentgrad.runtime.replicate import applied_on
+from agentgrad.store.sqlite import SQLiteStore
+from agentgrad.testing.agents import WorldAgent
+from agentgrad.testing.clock import FakeClock
+from agentgrad.testing.presets import preset
+from tests.runtime import helpers
+from tests.runtime.helpers import events
+
+WORLD = preset("small_zipf")  # 29 tasks; 'probability' and 'strings' have one training task, none in validation
+
+
+def rare() -> list[str]:
+    w = WORLD
+    return [c for c in w.categories if not any(w.tasks[t].category == c for t in w.val)
+            and sum(w.tasks[t].category == c for t in w.train) == 1]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    store = tmp_path_factory.mktemp("replicate") / "run"
+    clock = FakeClock()
+    bot = WorldAgent(WORLD, median=0.001, sleep=clock.sleep)
+    result = evolve(bot.splits(), bot.reward, agent=bot, strategy=WORLD.strategy, artifact=WORLD.artifact,
+                    budget=Budget(calls=300), workers=1, asynchronous=False, store=store, seed=0, clock=clock.now)
+    assert result.ok, result.error
+    return store, result.artifact.text
+
+
+def test_the_world_has_categories_no_gate_plan_can_show(small_run: tuple[Path, str]) -> None:
+    assert rare() == ["probability", "strings"]
+
+
+def test_rules_for_the_rare_categories_are_committed_by_replication(small_run: tuple[Path, str]) -> None:
+    store, text = small_run
+    assert all(WORLD.right_rule(c) in text for c in rare())
+    accepted = [p for _, p in events(store, ["decision"]) if p["outcome"] == "accepted"]
+    by_replication = [p for p in accepted if p["reason"].startswith("significant: replication of its origin task")]
+    assert by_replication and all(p["numbers"]["p"] > p["numbers"]["threshold"] for p in by_replication)
+    assert WORLD.audit(text)["wrong"] == 0 and WORLD.audit(text)["junk"] == 0
+
+
+def test_the_committed_evidence_keeps_its_replica_rows(small_run: tuple[Path, str]) -> None:
+    store, _ = small_run
+    with SQLiteStore(store, git=False) as db:
+        replicated = [db.evidence(v.diff_id) for v in db.history(WORLD.artifact.id) if v.diff_id is not None]
+    marked = [e for e in replicated if e.replicas]
+    assert marked
+    for evidence in marked:
+        rows = {r.task_id: r for r in evidence.rows}
+        assert len({t.split("@")[0] for t in evidence.replicas}) == 1  # one origin task, in several contexts
+        assert sum(rows[t].base == 0.0 and rows[t].candidate == 1.0 for t in evidence.replicas) >= 2
+
+
+def test_a_held_candidate_round_trips_with_its_replicate_flag() -> None:
+    diff = Diff("skills/s", 2, (Op.add("key", "a: use method 1"),), id="p1")
+    candidate = Candidate(diff, Evidence((Row("t1", 0.0, 1.0),), replicas=("t1",)), looks=2, origin="t0",
+                          replicate=True)
+    assert candidate_from_dict(candidate_to_dict(candidate)) == candidate
+
+
+def test_a_change_applies_on_a_sibling_context_unless_it_conflicts_or_is_already_there() -> None:
+    text = Artifact("skills/s", Kind.SKILL, "# s\n- a: use method 1\n").text
+    add_b = Diff("skills/s", 0, (Op.add("key", "- b: use method 2"),), id="x")
+    assert applied_on(add_b, text) == "# s\n- a: use method 1\n- b: use method 2\n"
+    assert applied_on(add_b, "# s\n- b: use method 2\n") is None  # the context already has it
+    assert applied_on(Diff("skills/s", 0, (Op.add("key", "- a: use method 3"),), id="y"), text) is None  # conflict
+
+
+def _parked(engine: Engine, origin: str, name: str = "p1") -> Candidate:
+    diff = Diff(WORLD.artifact.id, 0, (Op.add("key", f"- {name}: use method 1"),), id=name)
+    candidate = Candidate(diff, Evidence((Row(origin, 0.0, 1.0),), base_version=0), origin=origin, replicate=True)
+    engine.hold_open([diff])
+    engine.parking.park(candidate)
+    return candidate
+
+
+def on_engine(tmp_path: Path, body: Callable[[Engine, WorldAgent], Awaitable[None]]) -> None:
+    """Run `body(engine, agent)` on a fresh engine of the helpers' world, in an event loop."""
+    async def main() -> None:
+        bot = helpers.agent()
+        engine = helpers.build_engine(tmp_path / "run", bot, budget=Budget(calls=100))
+        try:
+            await body(engine, bot)
+        finally:
+            engine.store.close()
+            engine.events.close()
+
+    anyio.run(main)
+
+
+def test_parked_candidates_never_hold_exploration_back(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        for i in range(12):  # far more than the gate workers could have waiting
+            _parked(engine, engine.train[i % len(engine.train)], f"p{i}")
+        assert len(engine.open) == 12 and engine.exploring == 0
+        assert engine.explore_allowed()  # nothing is in flight: only a rollout can bring work
+
+    on_engine(tmp_path, body)
+
+
+def test_a_parked_candidates_origin_is_passed_over_by_rollouts(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        first = engine.pick_task(0)
+        _parked(engine, first)
+        assert engine.pick_task(0) != first
+
+    on_engine(tmp_path, body)
+
+
+def test_a_rollout_of_a_head_the_gate_already_ran_reuses_its_output_without_a_call(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        task = engine.train[0]
+        score = await engine.gate.score(engine.head.text, task)  # the gate runs the head on a training task
+        calls = bot.runs
+        rollout = await engine.rollout("worker-0", engine.head, task)
+        assert bot.runs == calls and rollout.reward == score and rollout.output is not None
+        assert engine.counts["reused_rollouts"] == 1
+        await engine.rollout("worker-0", engine.head, task)  # a kept output serves one rollout only
+        assert bot.runs == calls + 1
+
+    on_engine(tmp_path, body)
