@@ -12,13 +12,13 @@ from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.optim.acceptance import accept_if
 from agentgrad.optim.base import Batch, Candidate, Context, Head
-from agentgrad.optim.judge import REPLICA_BOUND, REPLICAS, binom_tail, judge, may_replicate, replica_bound
+from agentgrad.optim.judge import REPLICA_BOUND, REPLICA_WINS, REPLICAS, binom_tail, judge, may_replicate, replica_bound
 from agentgrad.optim.noise import NoiseEstimate
 
 ARTIFACT = "skills/s"
 LOOK_2 = 0.015  # the default second look: 0.3 of δ = 0.05
 QUIET = NoiseEstimate(win_room=200.0, wins=4.0, loss_room=400.0, losses=8.0)  # ~1-2% noise, well measured
-LOUD = NoiseEstimate(win_room=100.0, wins=15.0, loss_room=100.0, losses=15.0)  # ~7.5% wins per row
+LOUD = NoiseEstimate(win_room=100.0, wins=40.0, loss_room=100.0, losses=20.0)  # ~20% wins per row: bound 1/4
 
 
 def replicated(pairs: list[tuple[float, float]], plain: int = 8, losses: int = 0) -> Evidence:
@@ -45,17 +45,19 @@ def test_the_bound_never_exceeds_a_quarter_and_follows_the_measured_noise() -> N
     assert replica_bound(QUIET) < replica_bound(LOUD) <= REPLICA_BOUND
 
 
-def test_two_full_wins_of_three_pass_where_the_noise_is_quiet_and_one_does_not() -> None:
-    two = judge(replicated([(0.0, 1.0), (0.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=QUIET)
-    one = judge(replicated([(0.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=QUIET)
-    assert two.test == "replicated" and two.passes
-    assert two.p_value == pytest.approx(binom_tail(2, REPLICAS, replica_bound(QUIET)))
-    assert not one.passes
+def test_three_full_wins_of_four_pass_where_the_noise_is_quiet_and_two_do_not() -> None:
+    three = judge(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, margin=0.02, noise=QUIET)
+    two = judge(replicated([(0.0, 1.0)] * 2), delta=LOOK_2, margin=0.02, noise=QUIET)
+    assert three.test == "replicated" and three.passes
+    assert three.p_value == pytest.approx(binom_tail(3, REPLICAS, replica_bound(QUIET)))
+    assert not two.passes and two.p_value == 1.0  # fewer than REPLICA_WINS, however quiet the noise
+    assert REPLICA_WINS == 3
 
 
 def test_loud_noise_needs_a_full_win_in_every_context() -> None:
-    assert not judge(replicated([(0.0, 1.0), (0.0, 1.0), (1.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=LOUD).passes
-    assert judge(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, margin=0.02, noise=LOUD).passes
+    assert replica_bound(LOUD) > 0.2
+    assert not judge(replicated([(0.0, 1.0)] * 3 + [(1.0, 1.0)]), delta=LOOK_2, margin=0.02, noise=LOUD).passes
+    assert judge(replicated([(0.0, 1.0)] * 4), delta=LOOK_2, margin=0.02, noise=LOUD).passes
 
 
 @pytest.mark.parametrize("pairs", [[(1.0, 1.0)] * 3, [(0.0, 0.0)] * 3, [(0.0, 0.5)] * 3, [(1.0, 0.0)] * 3])
@@ -70,21 +72,22 @@ def test_harm_on_the_other_rows_blocks_even_clean_replicas() -> None:
 
 
 def test_a_lone_noise_loss_elsewhere_does_not_block_a_replicated_gain() -> None:
-    verdict = judge(replicated([(0.0, 1.0)] * 2, plain=20, losses=1), delta=LOOK_2, margin=0.02, noise=LOUD)
+    verdict = judge(replicated([(0.0, 1.0)] * 3, plain=20, losses=2), delta=LOOK_2, margin=0.02, noise=QUIET)
     assert verdict.total.wins == verdict.total.losses + 1
-    assert not verdict.harmful
+    assert not verdict.harmful and verdict.passes
 
 
 def test_waiting_continues_only_while_the_remaining_contexts_could_still_pass() -> None:
     assert may_replicate(replicated([(0.0, 1.0)]), delta=LOOK_2, noise=QUIET)
-    assert may_replicate(replicated([(1.0, 1.0)]), delta=LOOK_2, noise=QUIET)  # 2 of 3 can still come
-    assert not may_replicate(replicated([(1.0, 1.0)]), delta=LOOK_2, noise=LOUD)  # would need 3 of 3
-    assert not may_replicate(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, noise=QUIET)  # the design is complete
+    assert may_replicate(replicated([(1.0, 1.0)]), delta=LOOK_2, noise=QUIET)  # 3 of 4 can still come
+    assert not may_replicate(replicated([(1.0, 1.0)]), delta=LOOK_2, noise=LOUD)  # would need 4 of 4
+    assert not may_replicate(replicated([(1.0, 1.0)] * 2), delta=LOOK_2, noise=QUIET)  # at most 2 wins now
+    assert not may_replicate(replicated([(0.0, 1.0)] * 4), delta=LOOK_2, noise=QUIET)  # the design is complete
 
 
 def test_under_the_null_the_false_accept_rate_stays_below_delta() -> None:
     rng = np.random.default_rng(7)
-    q = 0.06  # each context: base and candidate equally likely to solve the origin (fail with noise q)
+    q = 0.2  # each context: base and candidate equally likely to solve the origin (fail with noise q)
     accepts = 0
     trials = 20_000
     for _ in range(trials):
@@ -114,13 +117,13 @@ def test_a_harmful_first_look_is_rejected_not_held() -> None:
 
 
 def test_replicated_evidence_is_accepted_held_again_or_rejected() -> None:
-    assert held(replicated([(0.0, 1.0)] * 2), looks=2, replicate=True)[0] is Outcome.ACCEPTED
-    outcome, batch = held(replicated([(0.0, 1.0)]), looks=2, replicate=True)
+    assert held(replicated([(0.0, 1.0)] * 3), looks=2, replicate=True)[0] is Outcome.ACCEPTED
+    outcome, batch = held(replicated([(0.0, 1.0)] * 2), looks=2, replicate=True)
     assert outcome is Outcome.EXTEND and batch.held[0].replicate
     assert "held for another context" in batch.decisions[0].reason
     assert held(replicated([(1.0, 1.0), (0.0, 0.0)]), looks=2, replicate=True)[0] is Outcome.REJECTED
 
 
 def test_a_change_with_no_effect_held_to_replicate_is_never_accepted() -> None:
-    for pairs in ([(1.0, 1.0)], [(1.0, 1.0)] * 2, [(0.0, 0.0)] * 3):
+    for pairs in ([(1.0, 1.0)], [(1.0, 1.0)] * 2, [(0.0, 0.0)] * 4):
         assert held(replicated(pairs), looks=2, replicate=True)[0] is not Outcome.ACCEPTED

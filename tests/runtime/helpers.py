@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from agentgrad.core.decision import Outcome
 from agentgrad.runtime.budget import Budget
@@ -26,6 +28,7 @@ from agentgrad.testing.world import ReferenceWorld, WorldConfig
 # 10 validation tasks per category: one right rule is enough evidence to be accepted at δ = 0.05.
 WORLD = ReferenceWorld(WorldConfig(n_categories=4, tasks_per_category=40))
 BUDGET = Budget(rollouts=48, proposals=24, gate_evals=400)
+CALLS = Budget(calls=100)  # one budget of calls, so the runtime paces rollouts against judging
 
 
 def agent(*, median: float = 0.0, clock: FakeClock | None = None, **kwargs: Any) -> WorldAgent:
@@ -93,6 +96,21 @@ def build_engine(store: Path, bot: WorldAgent, *, config: RunConfig | None = Non
                   train=[t.id for t in splits.train], val=[t.id for t in splits.val], artifact=WORLD.artifact,
                   strategy=WORLD.strategy, user=user, config=config, budget=budget, store=lib, events=log,
                   aggregator=_aggregator(config, WORLD.strategy), clock=time.monotonic)
+
+
+def on_engine(store: Path, body: Callable[[Engine, WorldAgent], Awaitable[None]], *,
+              budget: Budget = CALLS) -> None:
+    """Run `body(engine, agent)` on a fresh engine of the small world (`build_engine`), in an event loop."""
+    async def main() -> None:
+        bot = agent()
+        engine = build_engine(store, bot, budget=budget)
+        try:
+            await body(engine, bot)
+        finally:
+            engine.store.close()
+            engine.events.close()
+
+    anyio.run(main)
 
 
 def replay_store(store: Path) -> ReplayReport:

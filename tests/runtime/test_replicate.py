@@ -3,10 +3,8 @@ can show a gain for, is committed once its origin task wins again in fresh conte
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import anyio
 import pytest
 
 from agentgrad.core.artifact import Artifact, Kind
@@ -14,6 +12,7 @@ from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.optim.base import Candidate
+from agentgrad.optim.judge import REPLICA_WINS
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
@@ -68,7 +67,7 @@ def test_the_committed_evidence_keeps_its_replica_rows(small_run: tuple[Path, st
     for evidence in marked:
         rows = {r.task_id: r for r in evidence.rows}
         assert len({t.split("@")[0] for t in evidence.replicas}) == 1  # one origin task, in several contexts
-        assert sum(rows[t].base == 0.0 and rows[t].candidate == 1.0 for t in evidence.replicas) >= 2
+        assert sum(rows[t].base == 0.0 and rows[t].candidate == 1.0 for t in evidence.replicas) >= REPLICA_WINS
 
 
 def test_a_held_candidate_round_trips_with_its_replicate_flag() -> None:
@@ -94,20 +93,6 @@ def _parked(engine: Engine, origin: str, name: str = "p1") -> Candidate:
     return candidate
 
 
-def on_engine(tmp_path: Path, body: Callable[[Engine, WorldAgent], Awaitable[None]]) -> None:
-    """Run `body(engine, agent)` on a fresh engine of the helpers' world, in an event loop."""
-    async def main() -> None:
-        bot = helpers.agent()
-        engine = helpers.build_engine(tmp_path / "run", bot, budget=Budget(calls=100))
-        try:
-            await body(engine, bot)
-        finally:
-            engine.store.close()
-            engine.events.close()
-
-    anyio.run(main)
-
-
 def test_parked_candidates_never_hold_exploration_back(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
         for i in range(12):  # far more than the gate workers could have waiting
@@ -115,7 +100,7 @@ def test_parked_candidates_never_hold_exploration_back(tmp_path: Path) -> None:
         assert len(engine.open) == 12 and engine.exploring == 0
         assert engine.explore_allowed()  # nothing is in flight: only a rollout can bring work
 
-    on_engine(tmp_path, body)
+    helpers.on_engine(tmp_path / "run", body)
 
 
 def test_a_parked_candidates_origin_is_passed_over_by_rollouts(tmp_path: Path) -> None:
@@ -124,7 +109,7 @@ def test_a_parked_candidates_origin_is_passed_over_by_rollouts(tmp_path: Path) -
         _parked(engine, first)
         assert engine.pick_task(0) != first
 
-    on_engine(tmp_path, body)
+    helpers.on_engine(tmp_path / "run", body)
 
 
 def test_a_rollout_of_a_head_the_gate_already_ran_reuses_its_output_without_a_call(tmp_path: Path) -> None:
@@ -138,4 +123,4 @@ def test_a_rollout_of_a_head_the_gate_already_ran_reuses_its_output_without_a_ca
         await engine.rollout("worker-0", engine.head, task)  # a kept output serves one rollout only
         assert bot.runs == calls + 1
 
-    on_engine(tmp_path, body)
+    helpers.on_engine(tmp_path / "run", body)

@@ -18,8 +18,8 @@ two a later look is follows from the first look's evidence and the task inputs a
 stopping the replication early either way (curtailment) leaves its test exact.
 
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
-look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication, on 2 full wins of 3 fresh
-contexts while the noise bound q_r is at most 0.07, else on 3 of 3 (up to q_r = 0.24).
+look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication, on 3 full wins in at most 4
+fresh contexts while the noise bound q_r is at most 0.16, else on 4 of 4 (up to q_r = 0.34, so always: q_r <= 1/4).
 """
 
 from __future__ import annotations

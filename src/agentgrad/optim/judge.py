@@ -30,9 +30,11 @@ fresh contexts (`runtime.parking`: later heads, or the head with another change)
 chosen for failing. Under the null each is a full win (base 0, candidate 1) with chance at most q_r, an upper
 credible bound of the noise's win rate per far row (never above 1/4: with base and candidate equally good,
 p(1 − p) <= 1/4), independently across contexts. The design is `REPLICAS` contexts and the p-value of W full wins
-is P(Bin(REPLICAS, q_r) >= W); the runtime may stop early both ways (curtailment: W already passes, or can no longer
-pass), which leaves the test exact. The no-harm check is as above, on all rows, but wins need not outnumber losses
-there: the change acts on one task, and a loss or two elsewhere is what noise makes (the harm check bounds it).
+is P(Bin(REPLICAS, q_r) >= W), with at least `REPLICA_WINS` full wins asked for however quiet the noise (the change
+acts on one task: little to gain, so little risk is worth taking); the runtime may stop early both ways
+(curtailment: W already passes, or can no longer pass), which leaves the test exact. The no-harm check is as above,
+on all rows, but wins need not outnumber losses there: the change acts on one task, and a loss or two elsewhere is
+what noise makes (the harm check bounds it).
 
 `judge` works on `Tally` counts, so the gate can ask how the verdict would fall in the best and the worst case of
 the tasks it has not scored yet (`certain`).
@@ -53,7 +55,8 @@ MIN_FOCUS = 2  # fewer focus rows than this: the gain is looked for on all rows
 HARM = 0.05  # losses this improbable under the noise alone count as harm
 FAILING = 0.5  # the calibrated test needs the base to fail at least this share of the gain rows (else: sign test)
 REPLICA_BOUND = 0.25  # the most a fresh context can make a win of a change with no effect: p(1 - p) <= 1/4
-REPLICAS = 3  # the replication test's design: the origin task scored in this many fresh contexts
+REPLICAS = 4  # the replication test's design: the origin task scored in this many fresh contexts ...
+REPLICA_WINS = 3  # ... of which at least this many must be full wins, however low the noise
 TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
 
 
@@ -170,8 +173,8 @@ def replica_wins(evidence: Evidence) -> tuple[int, int]:
 
 
 def replica_p(wins: int, *, noise: NoiseEstimate | None) -> float:
-    """The p-value of `wins` full wins in the replication design of `REPLICAS` contexts."""
-    return binom_tail(wins, REPLICAS, replica_bound(noise)) if wins > 0 else 1.0
+    """The p-value of `wins` full wins in the replication design of `REPLICAS` contexts (1 below `REPLICA_WINS`)."""
+    return binom_tail(wins, REPLICAS, replica_bound(noise)) if wins >= REPLICA_WINS else 1.0
 
 
 def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | None) -> bool:

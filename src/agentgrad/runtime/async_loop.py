@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -83,13 +84,15 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                 await throttle.turn(index)
                 if _starved(engine) or engine.meter.remaining("proposals") <= 0:  # else a rollout leads nowhere
                     return
-                if not await engine.explore_turn():  # the calls left are for judging
+                if not await engine.explore_turn(partial(_starved, engine)):  # the calls left are for judging
                     return
                 task = engine.pick_task(engine.counts["rollout_dispatch"])
                 engine.counts["rollout_dispatch"] += 1
                 try:
                     rollout = await engine.rollout(name, snapshot, task, refresh=lag)
                     snapshot = rollout.snapshot
+                    if rollout.reward < 1.0:
+                        engine.await_proposal(task)
                     await out.send(rollout)
                 except (OutOfBudget, *_GONE):
                     return  # the budget is spent, or every proposer has stopped
@@ -102,12 +105,15 @@ async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: Wo
     try:
         async with inbox:
             async for rollout in inbox:
-                if _starved(engine):
-                    return
                 try:
+                    if _starved(engine):
+                        return
                     proposed = await engine.propose(rollout)
                 except OutOfBudget:
                     return
+                finally:
+                    if rollout.reward < 1.0:  # the rollout worker marked its task busy until now
+                        engine.proposal_made(rollout.task_id)
                 if proposed is not None:
                     feedback.waiting.add(proposed.diff.id)
                     if out.full:

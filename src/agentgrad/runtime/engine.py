@@ -12,8 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import anyio
-
 from agentgrad.core.artifact import Artifact, Version, content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint
@@ -32,7 +30,6 @@ from agentgrad.runtime.health import RunHealth
 from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.pacing import Pacing
-from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
@@ -80,7 +77,6 @@ class Engine(Pacing):
         self.estimator = DurationEstimator()
         self.promotion = Promotion(max(1, config.promote_every))
         self.promotion_due = False
-        self._epoch: tuple[int, list[str]] = (-1, [])
         self.cache = ScoreCache(self._score_uncached)
         self.delta = delta_schedule(config.acceptance.delta)
         widened = config.gate.widened(len(self.val))
@@ -99,10 +95,8 @@ class Engine(Pacing):
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
-        self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
         self.frozen_known: tuple[str, frozenset[str]] = ("", frozenset())  # (text hash, tasks): `freeze_known`
-        self.exploring = 0  # rollouts in flight
-        self._settled: anyio.Event | None = None  # set when a diff gets its final verdict (`explore_turn`)
+        self.init_pacing()
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
@@ -147,12 +141,14 @@ class Engine(Pacing):
                          late: Callable[[], str] | None = None) -> CallOutcome:
         """`call_run`; in the asynchronous runtime, a call still running `RunConfig.hedge` times its task's
         expected duration (from slot grant) is cut off and started again once (a hedge against a stuck request:
-        at the end of a run, one such call would hold the whole run). The cut-off call is charged."""
+        at the end of a run, one such call would hold the whole run). The cut-off call is charged, so under
+        `Budget.calls` a gate call gets a rollout's patience too."""
         expected = self.estimator.estimate(task_id)
         if not self.config.asynchronous or not self.config.hedge or expected <= 0:
             return await self.call_run(kind, text, task_id, late=late)
         # a slow rollout holds nothing back until the end of a run, and cutting one off wastes it: far more patience
-        patience = self.config.hedge * expected * (ROLLOUT_PATIENCE if kind == "rollouts" else 1.0)
+        patient = kind == "rollouts" or self.meter.budget.calls is not None
+        patience = self.config.hedge * expected * (ROLLOUT_PATIENCE if patient else 1.0)
         outcome = await self.call_run(kind, text, task_id, late=late, patience=patience)
         if not outcome.straggler:
             return outcome
@@ -194,12 +190,12 @@ class Engine(Pacing):
                 used[0] = refresh(used[0])
             return used[0].text
 
-        self.exploring += 1
+        self.rollout_started(task_id)
         try:
             outcome = await self.hedged_run("rollouts", snapshot.text, task_id,
                                             late=None if refresh is None else fresh)
         finally:
-            self.exploring -= 1
+            self.rollout_ended(task_id)
         snapshot = used[0]
         reward = 0.0
         if outcome.ok:
@@ -226,6 +222,8 @@ class Engine(Pacing):
         about = {"task": rollout.task_id, "worker": rollout.worker}
         diff = self.diff_from(outcome, rollout.snapshot, diff_id, rollout.worker, f"from task {rollout.task_id}",
                               about)
+        if diff is not None:
+            self.origins[diff.id] = rollout.task_id
         return None if diff is None else Proposed(diff, rollout.snapshot, rollout)
 
     def diff_from(self, outcome: CallOutcome, base: Snapshot, diff_id: str, author: str, rationale: str,
@@ -270,6 +268,7 @@ class Engine(Pacing):
     def drop_open(self, diff_id: str) -> None:
         """A diff got its final verdict: it is no longer open."""
         diff = self.open.pop(diff_id, None)
+        self.origins.pop(diff_id, None)
         if diff is not None:
             self.counts["judged"] += 1
             self.settled()

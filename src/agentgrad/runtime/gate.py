@@ -124,6 +124,7 @@ class Gate:
         self.tasks_carried = 0
         self.futile_stops = 0
         self._thresholds: dict[float, PassThresholds] = {}
+        self._neighbours: dict[str, tuple[str, ...]] = {}
 
     async def screen(self, base_score: float, cand_text: str, task_id: str) -> tuple[bool, float]:
         """Score the candidate on its origin task; passes only if it beats the base's `base_score` there."""
@@ -303,6 +304,21 @@ class Gate:
                                base_version=base_version, full=complete,
                                focus=tuple(t for t in focus if t in scores), far=tuple(far),
                                calibrated=look.calibrated)
+
+    def neighbours(self, origin: str) -> tuple[str, ...]:
+        """The tasks (of any split the locality knows, at most `focus`) most like `origin`, by the focus rule: what
+        a pending proposal from `origin` is likely to be proposed from again. Remembered per origin."""
+        found = self._neighbours.get(origin)
+        if found is None:
+            near = self.locality.similarities(origin) if self.locality is not None else {}
+            top = max(near.values(), default=0.0)
+            close = sorted((t for t, v in near.items() if v >= FOCUS_CUT * top > 0),
+                           key=lambda t: (-round(near[t], 9), t))
+            found = tuple(close[: self.config.focus])
+            if len(self._neighbours) >= 4096:
+                self._neighbours.clear()
+            self._neighbours[origin] = found
+        return found
 
     def far(self, origin: str | None, rest: Sequence[str]) -> list[str]:
         """The tasks of `rest` least like `origin`: at or below the median similarity of the pool to it (all of

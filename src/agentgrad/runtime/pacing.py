@@ -10,7 +10,8 @@ same call, so none is made and no budget is drawn on; each kept output serves on
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Callable, Collection
 from typing import Any
 
 import anyio
@@ -25,11 +26,14 @@ from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.runtime.split import SplitFigures, may_explore
 
 BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gate workers' work is waiting
+STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening meanwhile starts anyway
 
 
 class Pacing(Accounts):
-    """Rollout pacing. State (set up by the engine): `exploring`, the rollouts in flight; `open`, the diffs without
-    a final verdict; and an event set when one gets its verdict (`settled`)."""
+    """Rollout pacing. State (`init_pacing`): `exploring`, the rollouts in flight, and `rolling`, their tasks;
+    `origins`, the origin task of each open proposal; `parking`, the candidates waiting to replicate; the epoch
+    order of the training tasks; and an event set when a diff gets its final verdict (`settled`). The engine keeps
+    `open`, the diffs without a final verdict."""
 
     config: RunConfig
     estimator: DurationEstimator
@@ -43,6 +47,45 @@ class Pacing(Accounts):
     _epoch: tuple[int, list[str]]
     parking: Parking
 
+    def init_pacing(self) -> None:
+        self.exploring = 0
+        self.rolling: Counter[str] = Counter()
+        self.origins: dict[str, str] = {}  # open diff id -> the task it was proposed from
+        self.awaiting: Counter[str] = Counter()  # tasks whose failed rollout waits for its proposal (async)
+        self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
+        self._epoch = (-1, [])
+        self._settled = None
+
+    def rollout_started(self, task_id: str) -> None:
+        self.exploring += 1
+        self.rolling[task_id] += 1
+
+    def rollout_ended(self, task_id: str) -> None:
+        self.exploring -= 1
+        self.rolling[task_id] -= 1
+        if self.rolling[task_id] <= 0:
+            del self.rolling[task_id]
+
+    def await_proposal(self, task_id: str) -> None:
+        """A failed rollout of `task_id` is on its way to a proposer: the task stays busy until `proposal_made`."""
+        self.awaiting[task_id] += 1
+
+    def proposal_made(self, task_id: str) -> None:
+        self.awaiting[task_id] -= 1
+        if self.awaiting[task_id] <= 0:
+            del self.awaiting[task_id]
+
+    def _busy(self) -> set[str]:
+        """Tasks a rollout would likely only repeat work on: being rolled out now or proposed from, the origin of a
+        proposal without a verdict (its failure is being acted on) or of a candidate waiting to replicate, and the
+        tasks most like an open proposal's origin (`Gate.neighbours`: they would likely bring the same proposal)."""
+        pending = set(self.origins.values())
+        near = {t for origin in pending for t in self.gate.neighbours(origin)}
+        return {*self.rolling, *self.awaiting, *pending, *self.parking.origins, *near}
+
+    def _solved(self, task_id: str) -> bool:
+        return self.cache.scores.get((content_hash(self.head.text), task_id), 0.0) >= 1.0
+
     def _task_at(self, index: int) -> str:
         epoch, position = divmod(index, len(self.train))
         if self._epoch[0] != epoch:
@@ -51,13 +94,13 @@ class Pacing(Accounts):
 
     def pick_task(self, index: int, avoid: Collection[str] = ()) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
-        head is already known to solve (its score there is cached: a rollout would only repeat it), the origins of
-        candidates waiting to replicate (a rollout there would propose one of them again) and those in `avoid`; the
-        task at `index` itself when every one is passed over."""
-        head, waiting = content_hash(self.head.text), self.parking.origins
+        head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
+        (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
+        when every one is passed over."""
+        busy = self._busy()
         for step in range(len(self.train)):
             task = self._task_at(index + step)
-            if task not in avoid and task not in waiting and self.cache.scores.get((head, task), 0.0) < 1.0:
+            if task not in avoid and task not in busy and not self._solved(task):
                 return task
         return self._task_at(index)
 
@@ -88,18 +131,30 @@ class Pacing(Accounts):
         queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
         if queued + self.exploring + extra >= BACKLOG * self.config.workers.gate:
             return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
+        busy = self._busy()
+        in_flight = queued + self.exploring + extra + len(self.awaiting)
+        if in_flight and all(t in busy or self._solved(t) for t in self.train):
+            return False  # every open task is being worked on: a verdict will free one (or show it solved)
         rollouts = self.counts["rollouts"] + self.counts["reused_rollouts"]
         figures = SplitFigures(rollouts, self.counts["proposals"], self.counts["judged"],
                                self.meter.used["gate_evals"], self.gate.prior_cost())
         return may_explore(figures, calls_left=self.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra)
 
-    async def explore_turn(self) -> bool:
+    async def explore_turn(self, starved: Callable[[], bool] = lambda: False) -> bool:
         """Wait until a rollout may start (`explore_allowed`): a verdict, or a while, may free the calls it needs;
-        False once no call is left at all."""
+        False once no call is left at all, or `starved()` says nothing more could reach a verdict. After
+        `STUCK_WAITS` waits in which no call was made and no verdict given, the rollout starts anyway: a wait that
+        nothing can end would hold the run forever."""
+        seen, still = (self.calls, self.counts["judged"]), 0
         while not self.explore_allowed():
-            if self.meter.remaining("calls") < 1:
+            if self.meter.remaining("calls") < 1 or starved():
                 return False
+            now = (self.calls, self.counts["judged"])
+            still, seen = (still + 1, seen) if now == seen else (0, now)
+            if still >= STUCK_WAITS:
+                self.counts["explore_unstuck"] += 1
+                return True
             self.counts["explore_waits"] += 1
             if self._settled is None:
                 self._settled = anyio.Event()

@@ -1,0 +1,68 @@
+"""Rollout pacing: a rollout goes to a task nothing is already being done about, waits while every such task is
+taken, and never waits forever."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from agentgrad.core.diff import Diff
+from agentgrad.core.ops import Op
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.pacing import STUCK_WAITS
+from agentgrad.testing.agents import WorldAgent
+from tests.runtime import helpers
+
+
+def _open(engine: Engine, origin: str, name: str) -> None:
+    diff = Diff(helpers.WORLD.artifact.id, 0, (Op.add("key", f"- {name}: use method 1"),), id=name)
+    engine.hold_open([diff])
+    engine.origins[diff.id] = origin
+
+
+def test_a_rollout_passes_over_tasks_in_flight_proposed_from_or_like_a_pending_origin(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        first = engine.pick_task(0)
+        engine.rollout_started(first)
+        assert engine.pick_task(0) != first
+        engine.rollout_ended(first)
+        assert engine.pick_task(0) == first
+        engine.await_proposal(first)
+        assert engine.pick_task(0) != first
+        engine.proposal_made(first)
+        _open(engine, first, "p1")
+        chosen = engine.pick_task(0)
+        category = helpers.WORLD.tasks[first].category
+        assert chosen != first and helpers.WORLD.tasks[chosen].category != category  # its like tasks wait too
+        assert set(engine.gate.neighbours(first)) <= {t for t in helpers.WORLD.tasks
+                                                      if helpers.WORLD.tasks[t].category == category}
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_exploring_waits_while_every_open_task_is_taken(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        assert engine.explore_allowed()
+        for task in engine.train:
+            engine.await_proposal(task)
+        assert not engine.explore_allowed()
+        for task in engine.train:
+            engine.proposal_made(task)
+        assert engine.explore_allowed()
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_wait_nothing_can_end_gives_way_and_a_starved_run_stops(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        for i in range(3 * engine.config.workers.gate):  # a backlog that no gate worker will ever take
+            _open(engine, engine.train[0], f"p{i}")
+        assert not engine.explore_allowed()
+        assert not await engine.explore_turn(lambda: True)
+        with anyio.fail_after(10):
+            assert await engine.explore_turn()
+        assert engine.counts["explore_unstuck"] == 1
+        assert engine.counts["explore_waits"] == STUCK_WAITS - 1
+
+    helpers.on_engine(tmp_path / "run", body)
