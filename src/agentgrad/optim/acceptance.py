@@ -18,8 +18,9 @@ two a later look is follows from the first look's evidence and the task inputs a
 stopping the replication early either way (curtailment) leaves its test exact.
 
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
-look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication, on 3 full wins in at most 4
-fresh contexts while the noise bound q_r is at most 0.16, else on 4 of 4 (up to q_r = 0.34, so always: q_r <= 1/4).
+look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication (at 0.2 of the second look's
+0.015), on 3 full wins in at most 5 fresh contexts while the noise bound q_r is at most 0.06, on 4 up to 0.16, and
+on 5 of 5 up to the cap of 1/4.
 """
 
 from __future__ import annotations
@@ -214,13 +215,13 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
                 and not candidate.evidence.replicas and post.total.wins > post.total.losses
                 and 1.0 - post.p_value >= promise)
 
-    def replicable(candidate: Candidate, post: Judgement, ctx: Context) -> bool:
+    def replicable(candidate: Candidate, post: Judgement, ctx: Context, risk: float) -> bool:
         """Held (again) for the replication test (module doc)."""
         evidence = candidate.evidence
         if post.harmful or candidate.origin is None:
             return False
         if evidence.replicas:
-            return may_replicate(evidence, delta=post.delta, noise=ctx.noise)
+            return may_replicate(evidence, delta=risk, noise=ctx.noise)
         return candidate.looks < looks
 
     def update(batch: Batch, state: AcceptanceState, ctx: Context) -> tuple[Batch, AcceptanceState]:
@@ -234,7 +235,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
             if decision is None:
                 passers.append((candidate, post))
             elif decision.outcome is Outcome.REJECTED and head.layer is not Layer.L0 \
-                    and replicable(candidate, post, ctx):
+                    and replicable(candidate, post, ctx, risk):
                 verdicts[candidate.diff.id] = (replace(candidate, replicate=True), _replicating(candidate, post))
             else:
                 verdicts[candidate.diff.id] = (candidate, decision)

@@ -30,8 +30,9 @@ fresh contexts (`runtime.parking`: later heads, or the head with another change)
 chosen for failing. Under the null each is a full win (base 0, candidate 1) with chance at most q_r, an upper
 credible bound of the noise's win rate per far row (never above 1/4: with base and candidate equally good,
 p(1 − p) <= 1/4), independently across contexts. The design is `REPLICAS` contexts and the p-value of W full wins
-is P(Bin(REPLICAS, q_r) >= W), with at least `REPLICA_WINS` full wins asked for however quiet the noise (the change
-acts on one task: little to gain, so little risk is worth taking); the runtime may stop early both ways
+is P(Bin(REPLICAS, q_r) >= W), tested at `REPLICA_SHARE` of the look's δ and with at least `REPLICA_WINS` full wins
+asked for however quiet the noise (the change acts on one task: little to gain, so little risk is worth taking, and
+the share keeps junk out in practice, not only in the bound); the runtime may stop early both ways
 (curtailment: W already passes, or can no longer pass), which leaves the test exact. The no-harm check is as above,
 on all rows, but wins need not outnumber losses there: the change acts on one task, and a loss or two elsewhere is
 what noise makes (the harm check bounds it).
@@ -55,8 +56,9 @@ MIN_FOCUS = 2  # fewer focus rows than this: the gain is looked for on all rows
 HARM = 0.05  # losses this improbable under the noise alone count as harm
 FAILING = 0.5  # the calibrated test needs the base to fail at least this share of the gain rows (else: sign test)
 REPLICA_BOUND = 0.25  # the most a fresh context can make a win of a change with no effect: p(1 - p) <= 1/4
-REPLICAS = 4  # the replication test's design: the origin task scored in this many fresh contexts ...
+REPLICAS = 5  # the replication test's design: the origin task scored in this many fresh contexts ...
 REPLICA_WINS = 3  # ... of which at least this many must be full wins, however low the noise
+REPLICA_SHARE = 0.2  # ... tested at this share of the look's δ: a change that acts on one task has little to gain
 TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
 
 
@@ -178,13 +180,15 @@ def replica_p(wins: int, *, noise: NoiseEstimate | None) -> float:
 
 
 def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | None) -> bool:
-    """True while `evidence` has fewer than `REPLICAS` replicas and a full win in each context left would pass."""
+    """True while `evidence` has fewer than `REPLICAS` replicas and a full win in each context left would pass at
+    the look's `delta` (of which the test takes `REPLICA_SHARE`)."""
     wins, n = replica_wins(evidence)
-    return n < REPLICAS and replica_p(wins + REPLICAS - n, noise=noise) < delta
+    return n < REPLICAS and replica_p(wins + REPLICAS - n, noise=noise) < delta * REPLICA_SHARE
 
 
 def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None) -> Judgement:
-    """The replication test (module doc) on evidence with replica rows."""
+    """The replication test (module doc) on evidence with replica rows, at `REPLICA_SHARE` of the look's `delta`."""
+    delta *= REPLICA_SHARE
     marked = set(evidence.replicas)
     gain, total = Tally.of(r for r in evidence.rows if r.task_id in marked), Tally.of(evidence.rows)
     p_value = replica_p(replica_wins(evidence)[0], noise=noise)
@@ -253,6 +257,6 @@ def certain(gain: Tally, total: Tally, *, focused: bool, gain_left: int, other_l
     return not passes(gain.plus(wins=gain_left), total.plus(wins=left))
 
 
-__all__ = ["HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "Judgement", "Tally", "binom_tail", "certain", "judge",
-           "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated", "replica_bound", "replica_p",
-           "replica_wins", "split", "wins_needed"]
+__all__ = ["HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS", "Judgement", "Tally",
+           "binom_tail", "certain", "judge", "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated",
+           "replica_bound", "replica_p", "replica_wins", "split", "wins_needed"]
