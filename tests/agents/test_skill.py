@@ -12,12 +12,13 @@ import pytest
 from agentgrad.agents.edits import RULE_SCHEMA
 from agentgrad.agents.skill import _concurrency, default_model, evolve_skill, make_agent, resolve_model, scoring
 from agentgrad.data.task import Task
-from agentgrad.errors import ConfigError, RewardError
+from agentgrad.errors import ConfigError, RewardError, RunFailedError
 from agentgrad.providers.base import Completion, Message, Usage
 from agentgrad.providers.callable import CallableProvider
 from agentgrad.providers.middleware.base import layers
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Workers
+from tests.providers.fake_server import FakeServer
 
 RULE = "Reply with exactly one lowercase word: positive or negative."
 ROWS = [{"question": f"review {i}: {'great' if i % 2 else 'awful'} product", "answer":
@@ -75,10 +76,10 @@ def test_every_model_call_of_the_run_is_charged_including_reflection(tmp_path: P
     assert usage.tokens == 6 * (usage.rollouts + usage.gate_evals + usage.proposals + usage.test_evals)
 
 
-def test_named_models_are_priced_limited_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_named_models_are_priced_limited_retried_and_latched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     kinds = [type(layer).__name__ for layer in layers(resolve_model("openai:gpt-4o-mini", concurrency=3))]
-    assert kinds == ["Retry", "ConcurrencyLimit", "Accounting", "OpenAICompatible"]
+    assert kinds == ["FatalLatch", "Retry", "ConcurrencyLimit", "Accounting", "OpenAICompatible"]
 
 
 def small(messages: Sequence[Message], **params: Any) -> str:
@@ -120,3 +121,15 @@ def test_a_provider_passed_in_is_left_open(tmp_path: Path) -> None:
     evolve_skill(ROWS, model=provider, score="exact", budget=Budget(rollouts=4), store=tmp_path / "run",
                  workers=1, asynchronous=False)
     assert not provider.closed
+
+
+def test_a_bad_key_stops_a_16_worker_run_after_one_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = FakeServer().start()
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        result = evolve_skill(ROWS, model="openai:err-401", score="exact", budget=Budget(rollouts=40),
+                              store=tmp_path / "run", workers=16)
+        assert isinstance(result.error, RunFailedError) and "AuthError" in str(result.error)  # not a silent "ok"
+        assert server.counts["err-401"] == 1  # every other slot learned it from the latch, with no request
+    finally:
+        server.stop()

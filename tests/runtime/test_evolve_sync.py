@@ -103,7 +103,7 @@ def test_a_run_whose_every_call_fails_stops_with_a_clear_error(tmp_path: Path) -
     assert result.test_reward is None
 
 
-def test_a_nan_reward_stops_the_run_naming_the_task(tmp_path: Path) -> None:
+def test_a_nan_reward_stops_the_run_naming_the_task(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     bot = agent()
     target = WORLD.train[3]
 
@@ -115,6 +115,8 @@ def test_a_nan_reward_stops_the_run_naming_the_task(tmp_path: Path) -> None:
     assert isinstance(result.error, RewardError)
     assert target in str(result.error)
     assert [k for k, _ in events(tmp_path, ["failed"])] == ["failed"]
+    (logged,) = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert "RewardError" in logged and target in logged and "TaskGroup" not in logged  # the real error, unwrapped
 
 
 @pytest.mark.parametrize("proposal", ["lorem ipsum dolor sit amet", "", "   ", "\ud800", "x" * 1_000_000, None, 42,

@@ -44,3 +44,14 @@ def test_one_success_resets_the_streak() -> None:
     for _ in range(31):
         health.observe("down again")
     assert health.streak == 31
+
+
+def test_a_run_that_ends_with_every_call_failed_is_a_failure_not_a_success() -> None:
+    counts: Counter[str] = Counter()
+    health = RunHealth(64, counts)  # a wide run: its thresholds are far off
+    for _ in range(10):
+        health.observe("AuthError: bad key")
+    with pytest.raises(RunFailedError, match=r"all 10 calls of run failed.*bad key"):
+        health.at_end()
+    health.observe(None)
+    health.at_end()  # one call worked: what failed is evidence

@@ -181,9 +181,10 @@ async def _loop(engine: Engine, resuming: bool, *, held_out_calls: int) -> Agent
                         "per-call bound); the held-out reward will not be measured", held_out_calls)
         async with engine.group_commit():
             await (run_async(engine, pending) if engine.config.asynchronous else run_sync(engine, pending))
+        engine.health.at_end()
     except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
         error = systemic(exc)
-        log.error("agentgrad run in %s failed: %s", engine.store.run_dir, exc)
+        log.error("agentgrad run in %s failed: %s: %s", engine.store.run_dir, type(error).__name__, error)
         engine.emit("failed", {"error": f"{type(error).__name__}: {error}"})
         return error
     return None

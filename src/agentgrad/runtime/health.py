@@ -2,7 +2,9 @@
 
 A run whose first max(8, 2 × slots) calls all fail never worked (a wrong endpoint, a missing key); one that meets
 max(32, 4 × slots) failures in a row after some calls succeeded hit an outage. Either stops the run with
-`RunFailedError` naming the first error, instead of scoring zeros until a budget runs out.
+`RunFailedError` naming the first error, instead of scoring zeros until a budget runs out. A run that ends (its
+budget spent) before either threshold, with every call failed, stops the same way (`at_end`): nothing could have
+been learned, so it must not report success.
 """
 
 from __future__ import annotations
@@ -46,3 +48,9 @@ class RunHealth:
             raise RunFailedError(f"the last {self.streak} calls of run all failed, after {self.counts['run_ok']} "
                                  f"that succeeded (an outage?); the first of them failed with: {self.streak_error}. "
                                  "Resume the run once the cause is fixed")
+
+    def at_end(self) -> None:
+        """`RunFailedError` if the run made calls of `run` and every one failed."""
+        if self.counts["run_ok"] == 0 and self.counts["run_errors"] > 0:
+            raise RunFailedError(f"all {self.counts['run_errors']} calls of run failed; nothing could be learned. "
+                                 f"The first error was: {self.first_error}")
