@@ -83,8 +83,10 @@ class Pacing(Accounts):
         near = {t for origin in pending for t in self.gate.neighbours(origin)}
         return {*self.rolling, *self.awaiting, *pending, *self.parking.origins, *near}
 
-    def _solved(self, task_id: str) -> bool:
-        return self.cache.scores.get((content_hash(self.head.text), task_id), 0.0) >= 1.0
+    def _solver(self) -> Callable[[str], bool]:
+        """`solved(task)`: the head is known to solve the task (its cached score is 1)."""
+        head, scores = content_hash(self.head.text), self.cache.scores
+        return lambda task_id: scores.get((head, task_id), 0.0) >= 1.0
 
     def _task_at(self, index: int) -> str:
         epoch, position = divmod(index, len(self.train))
@@ -97,10 +99,10 @@ class Pacing(Accounts):
         head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
         (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
         when every one is passed over."""
-        busy = self._busy()
+        busy, solved = self._busy(), self._solver()
         for step in range(len(self.train)):
             task = self._task_at(index + step)
-            if task not in avoid and task not in busy and not self._solved(task):
+            if task not in avoid and task not in busy and not solved(task):
                 return task
         return self._task_at(index)
 
@@ -131,10 +133,11 @@ class Pacing(Accounts):
         queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
         if queued + self.exploring + extra >= BACKLOG * self.config.workers.gate:
             return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
-        busy = self._busy()
         in_flight = queued + self.exploring + extra + len(self.awaiting)
-        if in_flight and all(t in busy or self._solved(t) for t in self.train):
-            return False  # every open task is being worked on: a verdict will free one (or show it solved)
+        if in_flight:
+            busy, solved = self._busy(), self._solver()
+            if all(t in busy or solved(t) for t in self.train):
+                return False  # every open task is being worked on: a verdict will free one (or show it solved)
         rollouts = self.counts["rollouts"] + self.counts["reused_rollouts"]
         figures = SplitFigures(rollouts, self.counts["proposals"], self.counts["judged"],
                                self.meter.used["gate_evals"], self.gate.prior_cost())
