@@ -18,7 +18,7 @@ from tests.runtime import helpers
 def _open(engine: Engine, origin: str, name: str) -> None:
     diff = Diff(helpers.WORLD.artifact.id, 0, (Op.add("key", f"- {name}: use method 1"),), id=name)
     engine.hold_open([diff])
-    engine.origins[diff.id] = origin
+    engine.note_origin(diff.id, origin)
 
 
 def test_a_rollout_passes_over_tasks_in_flight_proposed_from_or_like_a_pending_origin(tmp_path: Path) -> None:

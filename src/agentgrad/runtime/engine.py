@@ -223,7 +223,7 @@ class Engine(Pacing):
         diff = self.diff_from(outcome, rollout.snapshot, diff_id, rollout.worker, f"from task {rollout.task_id}",
                               about)
         if diff is not None:
-            self.origins[diff.id] = rollout.task_id
+            self.note_origin(diff.id, rollout.task_id)
         return None if diff is None else Proposed(diff, rollout.snapshot, rollout)
 
     def diff_from(self, outcome: CallOutcome, base: Snapshot, diff_id: str, author: str, rationale: str,
@@ -268,7 +268,7 @@ class Engine(Pacing):
     def drop_open(self, diff_id: str) -> None:
         """A diff got its final verdict: it is no longer open."""
         diff = self.open.pop(diff_id, None)
-        self.origins.pop(diff_id, None)
+        self.forget_origin(diff_id)
         if diff is not None:
             self.counts["judged"] += 1
             self.settled()

@@ -51,6 +51,7 @@ class Pacing(Accounts):
         self.exploring = 0
         self.rolling: Counter[str] = Counter()
         self.origins: dict[str, str] = {}  # open diff id -> the task it was proposed from
+        self._near: frozenset[str] | None = None  # the tasks like those origins (`Gate.neighbours`), while unchanged
         self.awaiting: Counter[str] = Counter()  # tasks whose failed rollout waits for its proposal (async)
         self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
         self._epoch = (-1, [])
@@ -66,6 +67,15 @@ class Pacing(Accounts):
         if self.rolling[task_id] <= 0:
             del self.rolling[task_id]
 
+    def note_origin(self, diff_id: str, task_id: str) -> None:
+        """An open proposal was made from `task_id`."""
+        self.origins[diff_id] = task_id
+        self._near = None
+
+    def forget_origin(self, diff_id: str) -> None:
+        if self.origins.pop(diff_id, None) is not None:
+            self._near = None
+
     def await_proposal(self, task_id: str) -> None:
         """A failed rollout of `task_id` is on its way to a proposer: the task stays busy until `proposal_made`."""
         self.awaiting[task_id] += 1
@@ -79,9 +89,10 @@ class Pacing(Accounts):
         """Tasks a rollout would likely only repeat work on: being rolled out now or proposed from, the origin of a
         proposal without a verdict (its failure is being acted on) or of a candidate waiting to replicate, and the
         tasks most like an open proposal's origin (`Gate.neighbours`: they would likely bring the same proposal)."""
-        pending = set(self.origins.values())
-        near = {t for origin in pending for t in self.gate.neighbours(origin)}
-        return {*self.rolling, *self.awaiting, *pending, *self.parking.origins, *near}
+        if self._near is None:
+            pending = set(self.origins.values())
+            self._near = frozenset(pending.union(*(self.gate.neighbours(origin) for origin in pending)))
+        return {*self.rolling, *self.awaiting, *self.parking.origins}.union(self._near)
 
     def _solver(self) -> Callable[[str], bool]:
         """`solved(task)`: the head is known to solve the task (its cached score is 1)."""
