@@ -7,7 +7,7 @@ from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.optim.base import Candidate
-from agentgrad.runtime.parking import SPARES, Parking, context_key, replica_id, used_contexts
+from agentgrad.runtime.parking import SPARES, TRIES, Parking, context_key, replica_id, used_contexts
 
 
 def candidate(name: str, origin: str | None = "t1") -> Candidate:
@@ -64,3 +64,18 @@ def test_parking_again_forgets_a_chosen_sibling_and_origins_are_known() -> None:
     parking.release(lambda c, sibling: sibling is not None)
     parking.park(candidate("a"))
     assert "a" not in parking.siblings
+
+
+def test_at_most_tries_siblings_are_tried_per_candidate() -> None:
+    parking = Parking()
+    parking.offer([candidate(f"s{i}").diff for i in range(TRIES + 2)])  # newest first: s5, s4, ...
+    parking.park(candidate("a"))
+    tried: list[str] = []
+
+    def fresh(c: Candidate, sibling: Diff | None) -> bool:
+        if sibling is not None:
+            tried.append(sibling.id)
+        return sibling is not None and sibling.id == "s0"  # only the oldest would do, and it is past the tries
+
+    assert parking.release(fresh) == []
+    assert len(tried) == TRIES and len(parking) == 1

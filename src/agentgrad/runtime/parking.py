@@ -17,6 +17,7 @@ from agentgrad.optim.base import Candidate
 
 MARK = "@"
 SPARES = 16  # turned-down changes kept as possible siblings
+TRIES = 4  # siblings tried per waiting candidate each time the parked ones are looked at
 
 
 def context_key(text: str) -> str:
@@ -42,6 +43,7 @@ class Parking:
         self.waiting: dict[str, Candidate] = {}
         self.siblings: dict[str, Diff] = {}
         self.spares: list[Diff] = []
+        self.base_keys: dict[tuple[str, int], str] = {}  # (artifact, version) -> its text's context key
 
     def offer(self, diffs: Sequence[Diff]) -> None:
         """Keep turned-down changes as possible siblings (the last `SPARES` of them, newest first)."""
@@ -61,12 +63,12 @@ class Parking:
 
     def release(self, fresh: Callable[[Candidate, Diff | None], bool]) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
-        else on the head with the first sibling (another waiting candidate's change, then the spares) for which
-        `fresh(c, sibling)` (noted in `siblings`)."""
+        else on the head with the first of `TRIES` siblings (other waiting candidates' changes, then the spares)
+        for which `fresh(c, sibling)` (noted in `siblings`)."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         for candidate in rest:
-            others = [s.diff for s in rest if s is not candidate] + self.spares
+            others = ([s.diff for s in rest if s is not candidate] + self.spares)[:TRIES]
             sibling = next((d for d in others if fresh(candidate, d)), None)
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
@@ -76,4 +78,4 @@ class Parking:
         return ready
 
 
-__all__ = ["MARK", "Parking", "context_key", "replica_id", "used_contexts"]
+__all__ = ["MARK", "SPARES", "TRIES", "Parking", "context_key", "replica_id", "used_contexts"]

@@ -36,8 +36,13 @@ def is_fresh(engine: Engine, candidate: Candidate, sibling: Diff | None = None) 
     if text is None:
         return False
     seen = used_contexts(candidate)
-    if candidate.evidence.base_version is not None:
-        seen.add(context_key(engine.store.version(candidate.diff.artifact_id, candidate.evidence.base_version).text))
+    version = candidate.evidence.base_version
+    if version is not None:
+        where = (candidate.diff.artifact_id, version)
+        keys = engine.parking.base_keys
+        if where not in keys:  # a version's text never changes: read it from the store once
+            keys[where] = context_key(engine.store.version(*where).text)
+        seen.add(keys[where])
     return context_key(text) not in seen
 
 
