@@ -10,6 +10,7 @@ same call, so none is made and no budget is drawn on; each kept output serves on
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Collection
 from typing import Any
@@ -44,7 +45,7 @@ class Pacing(Accounts):
     train: list[str]
     cache: ScoreCache
     head: Snapshot
-    _epoch: tuple[int, list[str]]
+    _epochs: dict[int, list[str]]
     parking: Parking
 
     def init_pacing(self) -> None:
@@ -54,7 +55,7 @@ class Pacing(Accounts):
         self._near: frozenset[str] | None = None  # the tasks like those origins (`Gate.neighbours`), while unchanged
         self.awaiting: Counter[str] = Counter()  # tasks whose failed rollout waits for its proposal (async)
         self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
-        self._epoch = (-1, [])
+        self._epochs = {}
         self._settled = None
 
     def rollout_started(self, task_id: str) -> None:
@@ -99,11 +100,19 @@ class Pacing(Accounts):
         head, scores = content_hash(self.head.text), self.cache.scores
         return lambda task_id: scores.get((head, task_id), 0.0) >= 1.0
 
+    def _order(self, epoch: int) -> list[str]:
+        """The seeded shuffle of the training tasks for `epoch`. A pick scans into the next epoch, and concurrent
+        picks straddle two: the last few orders are kept, not one (no re-sorting back and forth)."""
+        order = self._epochs.get(epoch)
+        if order is None:
+            order = seeded_order(self.train, seed=self.config.seed, salt=f"epoch{epoch}")
+            kept = sorted(self._epochs)[-3:]
+            self._epochs = {e: self._epochs[e] for e in kept} | {epoch: order}
+        return order
+
     def _task_at(self, index: int) -> str:
         epoch, position = divmod(index, len(self.train))
-        if self._epoch[0] != epoch:
-            self._epoch = (epoch, seeded_order(self.train, seed=self.config.seed, salt=f"epoch{epoch}"))
-        return self._epoch[1][position]
+        return self._order(epoch)[position]
 
     def pick_task(self, index: int, avoid: Collection[str] = ()) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
@@ -111,11 +120,12 @@ class Pacing(Accounts):
         (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
         when every one is passed over."""
         busy, solved = self._busy(), self._solver()
-        for step in range(len(self.train)):
-            task = self._task_at(index + step)
+        epoch, position = divmod(index, len(self.train))
+        order = self._order(epoch)
+        for task in itertools.chain(order[position:], self._order(epoch + 1)[:position]):
             if task not in avoid and task not in busy and not solved(task):
                 return task
-        return self._task_at(index)
+        return order[position]
 
     def reused_rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout | None:
         """The rollout of `snapshot` on `task_id` from the output the gate already has of it, or None."""
