@@ -87,7 +87,11 @@ def outcome(w: ReferenceWorld, trace: Trace, committed: list[str]) -> dict[str, 
     reached = next(((t, c) for t, c, r in curve if r >= target - 1e-12), None)
     final = trace.at_budget()
     test = w.score(final, "test")
+    start_expected = w.expected_score(w.artifact.text, "test")
+    expected = w.expected_score(final, "test")
     return {"start_test": start, "optimum_test": optimum, "target": target, "test": test, "gain": test - start,
+            "test_expected": expected, "gain_expected": expected - start_expected,
+            "optimum_expected": w.expected_score(w.optimal_text(), "test"),
             "calls_to_target": None if reached is None else reached[1],
             "seconds_to_target": None if reached is None else round(reached[0], 3),
             "rules": w.audit(final), "wrong_committed": len(wrong_pairs(w, committed)),

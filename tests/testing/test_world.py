@@ -94,6 +94,15 @@ def test_the_optimal_text_scores_about_one_minus_noise() -> None:
     assert WORLD.score(WORLD.optimal_text(), "test") > 0.8
 
 
+def test_the_noise_averaged_score_sees_the_rules_and_not_the_texts_own_noise_draw() -> None:
+    world = ReferenceWorld(WorldConfig(tasks_per_category=30, noise=0.1, base_rate=0.0))
+    optimal = world.optimal_text()
+    padded = optimal + "- tip 1: be concise\n"  # a junk line: the same rules, a fresh draw of noise
+    assert world.score(optimal, "test") != world.score(padded, "test")
+    assert world.expected_score(optimal, "test") == world.expected_score(padded, "test") == pytest.approx(0.9)
+    assert world.expected_score(world.artifact.text, "test") == pytest.approx(0.1)
+
+
 def test_the_empty_skill_scores_about_base_rate_plus_noise() -> None:
     world = ReferenceWorld(WorldConfig(tasks_per_category=100, noise=0.05, base_rate=0.2))
     mean = sum(world.evaluate(world.artifact.text, world.tasks).values()) / len(world.tasks)

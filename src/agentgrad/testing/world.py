@@ -263,17 +263,35 @@ class ReferenceWorld:
         SHA-256 of `text`): any edit, junk too, redraws the flips. A wrong rule (category or override) for the
         task always fails, noise or not.
         """
+        clean = self._clean(text, task_id)
+        if clean is None:
+            return 0.0
+        solved = clean
+        if draw_float(self.config.seed, "noise", task_id, content_hash(text)) < self.config.noise:
+            solved = not solved
+        return 1.0 if solved else 0.0
+
+    def _clean(self, text: str, task_id: str) -> bool | None:
+        """Whether skill `text` solves the task before the answer noise; None if a wrong rule blocks it."""
         task = self.task(task_id)
-        digest = content_hash(text)
         try:
             ruled = self._ruled(task, entries(text))
         except _Blocked:
-            return 0.0
-        seed = self.config.seed
-        solved = ruled if ruled is not None else draw_float(seed, "base", task_id) < self.config.base_rate
-        if draw_float(seed, "noise", task_id, digest) < self.config.noise:
-            solved = not solved
-        return 1.0 if solved else 0.0
+            return None
+        return ruled if ruled is not None else draw_float(self.config.seed, "base", task_id) < self.config.base_rate
+
+    def expected_score(self, text: str, split: str = "test") -> float:
+        """The mean solve rate of skill `text` on a split averaged over the answer noise: what the text has
+        learned, apart from the luck of its own noise draw (a solved task counts 1 - noise, an unsolved one noise,
+        a blocked one 0). Two texts with the same rules score the same here, and not in `score`."""
+        ids = self.split(split)
+        if not ids:
+            raise ConfigError(f"split {split!r} has no tasks in this world")
+        noise, total = self.config.noise, 0.0
+        for task_id in ids:
+            clean = self._clean(text, task_id)
+            total += 0.0 if clean is None else 1.0 - noise if clean else noise
+        return total / len(ids)
 
     def evaluate(self, text: str, task_ids: Iterable[str]) -> dict[str, float]:
         """`solve` on each task id."""
