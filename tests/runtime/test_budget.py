@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgrad.errors import BudgetOvershotError, ConfigError, StateDictError
-from agentgrad.runtime.budget import KINDS, Budget, Meter
+from agentgrad.runtime.budget import KINDS, Budget, Ledger
 
 
 def test_budget_without_any_limit_is_refused() -> None:
@@ -33,14 +33,14 @@ def test_budget_limit_is_infinite_when_unset() -> None:
 
 
 def test_reservation_is_all_or_nothing() -> None:
-    meter = Meter(Budget(rollouts=5, tokens=100, tokens_per_call=60))
+    meter = Ledger(Budget(rollouts=5, tokens=100, tokens_per_call=60))
     assert meter.reserve({"rollouts": 1, "tokens": 60})
     assert not meter.reserve({"rollouts": 1, "tokens": 60})  # rollouts fit, tokens do not
     assert meter.reserved["rollouts"] == 1.0 and meter.reserved["tokens"] == 60.0
 
 
 def test_reserved_amounts_count_against_the_limit_before_they_are_settled() -> None:
-    meter = Meter(Budget(gate_evals=2))
+    meter = Ledger(Budget(gate_evals=2))
     assert meter.reserve({"gate_evals": 1})
     assert meter.reserve({"gate_evals": 1})
     assert not meter.reserve({"gate_evals": 1})
@@ -49,7 +49,7 @@ def test_reserved_amounts_count_against_the_limit_before_they_are_settled() -> N
 
 
 def test_settle_turns_a_reservation_into_the_actual_use() -> None:
-    meter = Meter(Budget(rollouts=3, tokens=1000, tokens_per_call=400))
+    meter = Ledger(Budget(rollouts=3, tokens=1000, tokens_per_call=400))
     meter.reserve({"rollouts": 1, "tokens": 400})
     meter.settle({"rollouts": 1, "tokens": 400}, {"rollouts": 1, "tokens": 123})
     assert meter.used["rollouts"] == 1.0 and meter.used["tokens"] == 123.0
@@ -58,7 +58,7 @@ def test_settle_turns_a_reservation_into_the_actual_use() -> None:
 
 
 def test_release_gives_an_unused_reservation_back() -> None:
-    meter = Meter(Budget(proposals=1))
+    meter = Ledger(Budget(proposals=1))
     assert meter.reserve({"proposals": 1})
     meter.release({"proposals": 1})
     assert meter.used["proposals"] == 0.0
@@ -66,7 +66,7 @@ def test_release_gives_an_unused_reservation_back() -> None:
 
 
 def test_exhausted_lists_the_kinds_whose_limit_is_used_up() -> None:
-    meter = Meter(Budget(rollouts=1, proposals=2))
+    meter = Ledger(Budget(rollouts=1, proposals=2))
     meter.reserve({"rollouts": 1})
     meter.settle({"rollouts": 1}, {"rollouts": 1})
     assert meter.exhausted() == ["rollouts"]
@@ -74,13 +74,13 @@ def test_exhausted_lists_the_kinds_whose_limit_is_used_up() -> None:
 
 @pytest.mark.parametrize("amounts", [{"nonsense": 1.0}, {"rollouts": -1.0}, {"rollouts": math.nan}])
 def test_unknown_kinds_and_bad_amounts_are_refused(amounts: dict[str, float]) -> None:
-    meter = Meter(Budget(rollouts=5))
+    meter = Ledger(Budget(rollouts=5))
     with pytest.raises(ConfigError):
         meter.reserve(amounts)
 
 
 def test_state_dict_counts_reservations_in_flight_as_used() -> None:
-    meter = Meter(Budget(rollouts=5))
+    meter = Ledger(Budget(rollouts=5))
     meter.reserve({"rollouts": 1})
     meter.reserve({"rollouts": 1})
     meter.settle({"rollouts": 1}, {"rollouts": 1})
@@ -88,10 +88,10 @@ def test_state_dict_counts_reservations_in_flight_as_used() -> None:
 
 
 def test_state_dict_round_trips() -> None:
-    meter = Meter(Budget(rollouts=5, cost=1.0))
+    meter = Ledger(Budget(rollouts=5, cost=1.0))
     meter.reserve({"rollouts": 1, "cost": 0.05})
     meter.settle({"rollouts": 1, "cost": 0.05}, {"rollouts": 1, "cost": 0.01})
-    other = Meter(Budget(rollouts=5, cost=1.0))
+    other = Ledger(Budget(rollouts=5, cost=1.0))
     other.load_state_dict(meter.state_dict())
     assert other.used == meter.used
     assert other.reserved == dict.fromkeys(KINDS, 0.0)
@@ -106,7 +106,7 @@ def test_state_dict_round_trips() -> None:
     {"used": {**dict.fromkeys(KINDS, 0.0), "extra": 1.0}},
 ])
 def test_load_state_dict_refuses_bad_input_and_changes_nothing(data: dict[str, Any]) -> None:
-    meter = Meter(Budget(rollouts=5))
+    meter = Ledger(Budget(rollouts=5))
     meter.reserve({"rollouts": 1})
     meter.settle({"rollouts": 1}, {"rollouts": 1})
     with pytest.raises(StateDictError):
@@ -123,7 +123,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["reserve", "settle", "release"]), st.
 def test_used_plus_reserved_never_exceeds_a_limit(limit: int, token_limit: int,
                                                   ops: list[tuple[str, int, float]]) -> None:
     budget = Budget(gate_evals=limit, tokens=token_limit, tokens_per_call=50)
-    meter = Meter(budget)
+    meter = Ledger(budget)
     open_calls: list[dict[str, float]] = []
     for op, index, share in ops:
         if op == "reserve":
@@ -141,7 +141,7 @@ def test_used_plus_reserved_never_exceeds_a_limit(limit: int, token_limit: int,
 
 
 def test_a_call_above_its_bound_raises_the_bound_for_later_reservations() -> None:
-    meter = Meter(Budget(rollouts=10, tokens=1000, tokens_per_call=100))
+    meter = Ledger(Budget(rollouts=10, tokens=1000, tokens_per_call=100))
     first = meter.per_call("rollouts")
     assert first == {"rollouts": 1.0, "calls": 1.0, "tokens": 100.0}
     meter.reserve(first)
@@ -152,7 +152,7 @@ def test_a_call_above_its_bound_raises_the_bound_for_later_reservations() -> Non
 
 
 def test_an_excess_that_passes_the_limit_is_a_loud_overshoot() -> None:
-    meter = Meter(Budget(cost=1.0, cost_per_call=0.5))
+    meter = Ledger(Budget(cost=1.0, cost_per_call=0.5))
     a, b = meter.per_call("rollouts"), meter.per_call("rollouts")
     assert meter.reserve(a) and meter.reserve(b)
     meter.settle(a, {"rollouts": 1, "cost": 0.5})
@@ -162,7 +162,7 @@ def test_an_excess_that_passes_the_limit_is_a_loud_overshoot() -> None:
 
 
 def test_an_unlimited_kind_has_no_bound_to_break() -> None:
-    meter = Meter(Budget(rollouts=2, tokens_per_call=10))
+    meter = Ledger(Budget(rollouts=2, tokens_per_call=10))
     amounts = meter.per_call("rollouts")
     assert amounts == {"rollouts": 1.0, "calls": 1.0}
     meter.reserve(amounts)
@@ -171,7 +171,7 @@ def test_an_unlimited_kind_has_no_bound_to_break() -> None:
 
 
 def test_held_room_is_kept_from_reservations_until_it_is_given_back() -> None:
-    meter = Meter(Budget(rollouts=100, tokens=1000, tokens_per_call=100))
+    meter = Ledger(Budget(rollouts=100, tokens=1000, tokens_per_call=100))
     assert meter.hold(4)  # 400 tokens set aside
     assert meter.remaining("tokens") == 600.0
     taken = [meter.per_call("rollouts") for _ in range(6)]
@@ -183,13 +183,13 @@ def test_held_room_is_kept_from_reservations_until_it_is_given_back() -> None:
 
 
 def test_a_hold_that_does_not_fit_holds_nothing() -> None:
-    meter = Meter(Budget(tokens=300, tokens_per_call=100))
+    meter = Ledger(Budget(tokens=300, tokens_per_call=100))
     assert not meter.hold(4)
     assert meter.held_calls == 0 and meter.remaining("tokens") == 300.0
 
 
 def test_a_grown_bound_grows_the_held_room_too() -> None:
-    meter = Meter(Budget(rollouts=100, tokens=1000, tokens_per_call=100))
+    meter = Ledger(Budget(rollouts=100, tokens=1000, tokens_per_call=100))
     meter.hold(2)
     amounts = meter.per_call("rollouts")
     meter.reserve(amounts)
@@ -198,11 +198,11 @@ def test_a_grown_bound_grows_the_held_room_too() -> None:
 
 
 def test_the_bound_round_trips_and_never_falls_below_the_budgets() -> None:
-    meter = Meter(Budget(tokens=1000, tokens_per_call=100))
+    meter = Ledger(Budget(tokens=1000, tokens_per_call=100))
     amounts = meter.per_call("rollouts")
     meter.reserve(amounts)
     meter.settle(amounts, {"rollouts": 1, "tokens": 180})
-    other = Meter(Budget(tokens=1000, tokens_per_call=100))
+    other = Ledger(Budget(tokens=1000, tokens_per_call=100))
     other.load_state_dict(meter.state_dict())
     assert other.bound["tokens"] == 180.0
     other.load_state_dict({"used": meter.state_dict()["used"], "bound": {"tokens": 1.0, "cost": 0.0}})
@@ -212,7 +212,7 @@ def test_the_bound_round_trips_and_never_falls_below_the_budgets() -> None:
 
 
 def test_a_room_left_short_by_a_broken_bound_is_split_evenly() -> None:
-    meter = Meter(Budget(tokens=1000, tokens_per_call=100))
+    meter = Ledger(Budget(tokens=1000, tokens_per_call=100))
     assert meter.hold(4)
     taken = [meter.per_call("rollouts") for _ in range(6)]
     for amounts in taken:

@@ -14,7 +14,7 @@ import anyio.to_thread
 import pytest
 
 from agentgrad.errors import RewardError
-from agentgrad.runtime.calls import MAX_OUTPUT_CHARS, Caller, CallOutcome, Slots, ThreadBound, Usage
+from agentgrad.runtime.calls import MAX_OUTPUT_CHARS, CallCost, Caller, CallOutcome, Slots, ThreadBound
 from tests.runtime.helpers import Occupancy
 
 
@@ -84,7 +84,7 @@ def test_run_may_return_an_object_with_text_and_usage() -> None:
 
     outcome = _run(lambda rendered, task: Completion("answer", Tokens(10, 5, 0.25)))
     assert outcome.ok and outcome.value == "answer"
-    assert outcome.usage == Usage(15, 0.25)
+    assert outcome.usage == CallCost(15, 0.25)
 
 
 @pytest.mark.parametrize("usage", [{"tokens": -1}, {"cost": math.nan}, {"tokens": "many"}])

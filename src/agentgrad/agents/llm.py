@@ -49,7 +49,7 @@ class Proposal:
 
 
 @dataclass(frozen=True)
-class Example:
+class RuleExample:
     """A worked example of the one-rule scaffold: the fields of a failed case and the rule it should give."""
 
     fields: Mapping[str, str]
@@ -65,7 +65,7 @@ def load_prompt(name: str) -> str:
     return (resources.files("agentgrad.agents") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
 
 
-def parse_examples(text: str) -> tuple[Example, ...]:
+def parse_examples(text: str) -> tuple[RuleExample, ...]:
     """Worked examples from a markdown file: blocks opened by ``## Example``, one ``field: value`` line each.
 
     Every block needs skill, input, output, expected, answers and rule; `ConfigError` names a block that lacks one.
@@ -78,7 +78,7 @@ def parse_examples(text: str) -> tuple[Example, ...]:
         missing = [name for name in _EXAMPLE_FIELDS if not values.get(name)]
         if missing:
             raise ConfigError(f"worked example {number} lacks {missing}")
-        examples.append(Example({k: values[k] for k in _EXAMPLE_FIELDS[:-1]}, values["rule"]))
+        examples.append(RuleExample({k: values[k] for k in _EXAMPLE_FIELDS[:-1]}, values["rule"]))
     if not examples:
         raise ConfigError("no worked example found (each starts with a '## Example' line)")
     return tuple(examples)

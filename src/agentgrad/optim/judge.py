@@ -37,7 +37,7 @@ the share keeps junk out in practice, not only in the bound); the runtime may st
 on all rows, but wins need not outnumber losses there: the change acts on one task, and a loss or two elsewhere is
 what noise makes (the harm check bounds it).
 
-`judge` works on `Tally` counts, so the gate can ask how the verdict would fall in the best and the worst case of
+`judge` works on `RowTally` counts, so the gate can ask how the verdict would fall in the best and the worst case of
 the tasks it has not scored yet (`certain`).
 """
 
@@ -74,7 +74,7 @@ def binom_tail(k: float, n: float, q: float) -> float:
 
 
 @dataclass(frozen=True)
-class Tally:
+class RowTally:
     """Counts over some rows: summed wins and losses, room to win (1 − base) and to lose (base), row count."""
 
     wins: float = 0.0
@@ -84,7 +84,7 @@ class Tally:
     n: int = 0
 
     @classmethod
-    def of(cls, rows: Iterable[Row]) -> Tally:
+    def of(cls, rows: Iterable[Row]) -> RowTally:
         wins = losses = win_room = loss_room = 0.0
         n = 0
         for row in rows:
@@ -92,9 +92,9 @@ class Tally:
             win_room, loss_room, n = win_room + 1.0 - row.base, loss_room + row.base, n + 1
         return cls(wins, losses, win_room, loss_room, n)
 
-    def plus(self, *, wins: int = 0, losses: int = 0) -> Tally:
+    def plus(self, *, wins: int = 0, losses: int = 0) -> RowTally:
         """With `wins` rows going 0 -> 1 and `losses` rows going 1 -> 0 added."""
-        return Tally(self.wins + wins, self.losses + losses, self.win_room + wins, self.loss_room + losses,
+        return RowTally(self.wins + wins, self.losses + losses, self.win_room + wins, self.loss_room + losses,
                      self.n + wins + losses)
 
 
@@ -107,8 +107,8 @@ class Judgement:
     p_value: float
     delta: float
     margin: float
-    gain: Tally
-    total: Tally
+    gain: RowTally
+    total: RowTally
     focused: bool
     noise_win: float
     harm_p: float
@@ -141,7 +141,7 @@ class Judgement:
         return f"{gain}{harm}; {self.total.wins:.4g} wins, {self.total.losses:.4g} losses, n={self.total.n}"
 
 
-def judge_tallies(gain: Tally, total: Tally, *, focused: bool, delta: float, margin: float,
+def judge_tallies(gain: RowTally, total: RowTally, *, focused: bool, delta: float, margin: float,
                   noise: NoiseEstimate | None, prior: tuple[float, float] = SIGN_TEST_PRIOR,
                   calibrated: bool = False) -> Judgement:
     """The test on counts (see the module doc); without a noise estimate, the sign test and no harm check beyond
@@ -190,7 +190,7 @@ def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: No
     """The replication test (module doc) on evidence with replica rows, at `REPLICA_SHARE` of the look's `delta`."""
     delta *= REPLICA_SHARE
     marked = set(evidence.replicas)
-    gain, total = Tally.of(r for r in evidence.rows if r.task_id in marked), Tally.of(evidence.rows)
+    gain, total = RowTally.of(r for r in evidence.rows if r.task_id in marked), RowTally.of(evidence.rows)
     p_value = replica_p(replica_wins(evidence)[0], noise=noise)
     harm_p = 1.0
     if noise is not None and total.losses > 0:
@@ -205,7 +205,7 @@ def wins_needed(chances: int, *, delta: float, margin: float, noise: NoiseEstima
     test; None if no number up to `chances` does. The sign test at δ = 0.035 and margin 0.02 needs 5 (from 5
     tasks on); the calibrated one with noise bound q the least w with P(Bin(n, q + margin) >= w) < δ."""
     for wins in range(1, chances + 1):
-        tally = Tally(float(wins), 0.0, float(chances), 0.0, chances)
+        tally = RowTally(float(wins), 0.0, float(chances), 0.0, chances)
         if judge_tallies(tally, tally, focused=False, delta=delta, margin=margin, noise=noise, prior=prior,
                          calibrated=calibrated).passes:
             return wins
@@ -223,12 +223,12 @@ def prefer_calibrated(planned: int, *, delta: float, margin: float, noise: Noise
     return calibrated is not None and (sign is None or calibrated <= sign)
 
 
-def split(evidence: Evidence) -> tuple[Tally, Tally, bool, set[str]]:
+def split(evidence: Evidence) -> tuple[RowTally, RowTally, bool, set[str]]:
     """(gain tally, total tally, focused, the gain rows' task ids) of `evidence`."""
     focus = set(evidence.focus)
     focused = len(focus) >= MIN_FOCUS
     gain_rows = [r for r in evidence.rows if r.task_id in focus] if focused else list(evidence.rows)
-    return Tally.of(gain_rows), Tally.of(evidence.rows), focused, {r.task_id for r in gain_rows}
+    return RowTally.of(gain_rows), RowTally.of(evidence.rows), focused, {r.task_id for r in gain_rows}
 
 
 def judge(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None,
@@ -241,14 +241,14 @@ def judge(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstima
                          calibrated=evidence.calibrated)
 
 
-def certain(gain: Tally, total: Tally, *, focused: bool, gain_left: int, other_left: int, delta: float,
+def certain(gain: RowTally, total: RowTally, *, focused: bool, gain_left: int, other_left: int, delta: float,
             margin: float, noise: NoiseEstimate | None, prior: tuple[float, float] = SIGN_TEST_PRIOR,
             calibrated: bool = False) -> bool:
     """True when no outcome of the tasks not scored yet (`gain_left` of them would count for the gain, `other_left`
     only for harm) can change whether the test passes."""
     left = gain_left + other_left
 
-    def passes(g: Tally, t: Tally) -> bool:
+    def passes(g: RowTally, t: RowTally) -> bool:
         return judge_tallies(g, t, focused=focused, delta=delta, margin=margin, noise=noise, prior=prior,
                              calibrated=calibrated).passes
 
@@ -257,6 +257,6 @@ def certain(gain: Tally, total: Tally, *, focused: bool, gain_left: int, other_l
     return not passes(gain.plus(wins=gain_left), total.plus(wins=left))
 
 
-__all__ = ["HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS", "Judgement", "Tally",
+__all__ = ["HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS", "Judgement", "RowTally",
            "binom_tail", "certain", "judge", "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated",
            "replica_bound", "replica_p", "replica_wins", "split", "wins_needed"]

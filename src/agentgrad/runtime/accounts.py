@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentgrad.runtime.budget import KINDS, RUN_CALLS, Meter, OutOfBudget
+from agentgrad.runtime.budget import KINDS, RUN_CALLS, Ledger, OutOfBudget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.records import Recorder
 
@@ -19,9 +19,9 @@ STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: ca
 
 class Accounts(Recorder):
     """Budgeted calls. State: the `meter`, the `caller` that runs user functions, and `held_out_amounts` (what
-    one held-out call reserves, from `Meter.unhold`); the engine sets them up."""
+    one held-out call reserves, from `Ledger.unhold`); the engine sets them up."""
 
-    meter: Meter
+    meter: Ledger
     caller: Caller
     held_out_amounts: dict[str, float]
 

@@ -1,6 +1,6 @@
 """Budgets counted exactly: every call reserves what it may spend before it is dispatched.
 
-`Budget` is the limit (a value); `Meter` is the running account (a stateful object with `state_dict`). A call
+`Budget` is the limit (a value); `Ledger` is the running account (a stateful object with `state_dict`). A call
 reserves its resources up front (`reserve`), then settles the actual spend (`settle`) or gives the reservation
 back (`release`). Because nothing is dispatched without a reservation, a run never overshoots a count budget.
 Token and cost budgets reserve a per-call bound (`Budget.tokens_per_call`, `cost_per_call`); a call that spends
@@ -75,7 +75,7 @@ class Budget:
         return {item.name: getattr(self, item.name) for item in fields(self)}
 
 
-class Meter:
+class Ledger:
     """The account of a run against its `Budget`: used and reserved amounts per kind.
 
     Used only from the runtime's event loop (no locks needed). State: used and reserved amounts per kind, the

@@ -97,7 +97,7 @@ class Slots:
 
 
 @dataclass(frozen=True)
-class Usage:
+class CallCost:
     """Tokens and cost a call reports (a user function may return an object with `.text` and `.usage`)."""
 
     tokens: int = 0
@@ -111,7 +111,7 @@ class CallOutcome:
     value: Any
     error: str | None
     seconds: float
-    usage: Usage = Usage()
+    usage: CallCost = CallCost()
     straggler: bool = False  # cut off at its patience: not evidence about the example, start it again
 
     @property
@@ -130,14 +130,14 @@ def _count(value: object, what: str) -> float:
     return number
 
 
-def usage_of(value: Any) -> Usage:
+def usage_of(value: Any) -> CallCost:
     """The usage a returned value reports (`.usage` with tokens, input/output tokens, cost); ValueError if bad."""
     usage = getattr(value, "usage", None)
     if usage is None:
-        return Usage()
+        return CallCost()
     tokens = sum(_count(getattr(usage, name, 0), f"usage.{name}")
                  for name in ("tokens", "input_tokens", "output_tokens"))
-    return Usage(int(tokens), _count(getattr(usage, "cost", 0.0), "usage.cost"))
+    return CallCost(int(tokens), _count(getattr(usage, "cost", 0.0), "usage.cost"))
 
 
 def _text_of(value: Any) -> str | None:

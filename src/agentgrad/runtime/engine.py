@@ -22,7 +22,7 @@ from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.schedules import delta_schedule
 from agentgrad.optim.tabu import TabuState, is_tabu
-from agentgrad.runtime.budget import Budget, Meter
+from agentgrad.runtime.budget import Budget, Ledger
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.gate import Gate
@@ -69,7 +69,7 @@ class Engine(Pacing):
         self.tasks, self.train, self.val = tasks, list(train), list(val)
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
         self.store, self.aggregator = store, aggregator
-        self.meter = Meter(budget)
+        self.meter = Ledger(budget)
         self.caller = Caller(threads=config.workers.threads, timeout=config.timeout, clock=clock,
                              inline_reward=config.inline_reward)
         self.run_slots = Slots(config.workers.run_slots)
@@ -90,7 +90,7 @@ class Engine(Pacing):
         self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
         self.watch = NoiseWatch(self.gate.far, lambda text, task: self.cache.scores.get((content_hash(text), task)))
         self.health = RunHealth(config.workers.run_slots, self.counts)
-        self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Meter.unhold`)
+        self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Ledger.unhold`)
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
         self.open: dict[str, Diff] = {}
         self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change

@@ -24,7 +24,7 @@ import anyio
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.errors import ConfigError
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
-from agentgrad.optim.judge import MIN_FOCUS, Tally, certain, prefer_calibrated
+from agentgrad.optim.judge import MIN_FOCUS, RowTally, certain, prefer_calibrated
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.budget import OutOfBudget
@@ -98,7 +98,7 @@ def verdict_is_certain(wins: float, losses: float, remaining: int, *, delta: flo
                        prior: tuple[float, float] = SIGN_TEST_PRIOR) -> bool:
     """True when no outcome of the `remaining` tasks can change whether P(gain > margin) > 1 − δ: the sign test's
     case of `optim.judge.certain` (no focus, no noise estimate), which the gate uses in general."""
-    tally = Tally(wins, losses, wins, losses, 0)
+    tally = RowTally(wins, losses, wins, losses, 0)
     return certain(tally, tally, focused=False, gain_left=remaining, other_left=0, delta=delta, margin=margin,
                    noise=None, prior=prior)
 
@@ -223,9 +223,9 @@ class Gate:
             return False
         rows = [Row(t, b, c) for t, (b, c) in scores.items()]
         focused = bool(look.focus)
-        gain = Tally.of(r for r in rows if r.task_id in look.focus) if focused else Tally.of(rows)
+        gain = RowTally.of(r for r in rows if r.task_id in look.focus) if focused else RowTally.of(rows)
         gain_left = len(look.focus - scores.keys()) if focused else remaining
-        if certain(gain, Tally.of(rows), focused=focused, gain_left=gain_left, other_left=remaining - gain_left,
+        if certain(gain, RowTally.of(rows), focused=focused, gain_left=gain_left, other_left=remaining - gain_left,
                    delta=look.delta, margin=self.margin, noise=look.noise, prior=self.prior,
                    calibrated=look.calibrated):
             return True

@@ -33,7 +33,7 @@ INSERT_VERSION = "INSERT INTO versions (artifact_id, number, hash, diff_id, crea
 _INSERT_DECISION = f"INSERT INTO decisions ({codec.DECISION_COLUMNS}, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-class Head(NamedTuple):
+class HeadRow(NamedTuple):
     """The head of one artifact on one branch, as stored (text by hash)."""
 
     kind: str
@@ -73,12 +73,12 @@ def check_branch(branch: str) -> str:
     return branch
 
 
-def head(conn: sqlite3.Connection, artifact_id: str, branch: str = "dev") -> Head:
+def head(conn: sqlite3.Connection, artifact_id: str, branch: str = "dev") -> HeadRow:
     """The head of `artifact_id` on `branch` (`UnknownArtifactError` if there is no such artifact)."""
     row = conn.execute(_HEAD, (check_branch(branch), validate_id(artifact_id))).fetchone()
     if row is None:
         raise UnknownArtifactError(f"unknown artifact {artifact_id!r}")
-    return Head(*row)
+    return HeadRow(*row)
 
 
 def branch_numbers(conn: sqlite3.Connection, branch: str) -> dict[str, int]:

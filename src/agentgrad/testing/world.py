@@ -133,7 +133,7 @@ class WorldTask:
 
 
 @dataclass(frozen=True)
-class Proposal:
+class WorldProposal:
     """What the simulated proposer said: `text` for `KeyedRules`, its hidden `kind`, and the task's category."""
 
     text: str
@@ -338,7 +338,7 @@ class ReferenceWorld:
                 return kind
         return next(k for k, r in zip(reversed(KINDS), reversed(rates), strict=True) if r > 0)
 
-    def propose(self, text: str, task_id: str, draw: int) -> Proposal:
+    def propose(self, text: str, task_id: str, draw: int) -> WorldProposal:
         """The proposer's answer to a task on skill `text`; deterministic in (seed, task id, draw) (and `text`,
         which a duplicate copies a rule from)."""
         task, seed = self.task(task_id), self.config.seed
@@ -350,15 +350,15 @@ class ReferenceWorld:
                 key += OVERRIDE_SUFFIX
             right = self._expected(key)
             wrong = [m for m in range(1, self.config.n_methods + 1) if m != right]
-            return Proposal(f"{key}: use method {wrong[_pick(detail, len(wrong))]}", kind, task.category)
+            return WorldProposal(f"{key}: use method {wrong[_pick(detail, len(wrong))]}", kind, task.category)
         if kind == "junk":
             tip = JUNK_TIPS[_pick(draw_float(seed, "tip", task_id, draw), len(JUNK_TIPS))]
-            return Proposal(f"tip {1 + _pick(detail, 99)}: {tip}", kind, task.category)
+            return WorldProposal(f"tip {1 + _pick(detail, 99)}: {tip}", kind, task.category)
         present = [split_entry(s.text) for s in parse(Scope.KEY, text).segments if s.key is not None]
         if kind == "duplicate" and present:
             entry = present[_pick(detail, len(present))]
-            return Proposal(f"{entry.key}: {entry.value}", kind, task.category)
-        return Proposal(self._right_text(task, text, draw), kind, task.category)
+            return WorldProposal(f"{entry.key}: {entry.value}", kind, task.category)
+        return WorldProposal(self._right_text(task, text, draw), kind, task.category)
 
     def _right_text(self, task: WorldTask, text: str, draw: int) -> str:
         """The right answer to `task`: its category's rule; for a special case, the override once the rule is
