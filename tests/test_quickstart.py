@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
 from agentgrad.runtime.evolve import evolve
 from agentgrad.testing.clock import FakeClock
 
@@ -41,3 +41,13 @@ def test_the_quickstart_reaches_a_held_out_reward_of_one(tmp_path: Path, asynchr
 def test_the_quickstart_main_runs_as_documented(tmp_path: Path) -> None:
     result = quickstart().main(asynchronous=False, store=str(tmp_path / "run"))
     assert result.ok and result.test_reward == 1.0
+
+
+def test_without_a_budget_the_quickstart_spends_the_documented_default_and_says_so(tmp_path: Path) -> None:
+    qs = quickstart()
+    result = evolve(qs.TASKS, qs.reward, run=qs.run, propose=qs.propose, store=tmp_path / "run",
+                    clock=FakeClock().now)
+    assert result.ok and result.test_reward == 1.0
+    assert result.budget == DEFAULT_BUDGET == Budget(calls=300)
+    assert result.usage.rollouts + result.usage.gate_evals <= 300
+    assert "budget: calls=300 (the default" in result.summary()

@@ -10,6 +10,11 @@ class AgentgradError(Exception):
     """Base class of every error agentgrad raises on purpose."""
 
 
+class SystemicError(AgentgradError):
+    """A fault that no example can get past (a rejected key, a model that does not exist): raised from inside the
+    user's `run` or `propose` it is not evidence about that example; it stops the whole run at once."""
+
+
 class InvalidIdError(AgentgradError, ValueError):
     """An artifact or diff id that is empty, too long, has NUL bytes or tries to escape a directory."""
 
@@ -42,6 +47,11 @@ class ApplyConflictError(AgentgradError):
 
 class FrozenLayerError(AgentgradError, PermissionError):
     """A write to an L0 (frozen) artifact: safety, permissions, oracle and audit budget never change."""
+
+
+class DamagedStoreError(AgentgradError):
+    """The store's database is damaged or is not a store at all (says which file and what the driver found); no
+    write was made. Restore the run directory from a copy, or start a new run."""
 
 
 class StaleHeadError(AgentgradError):

@@ -12,9 +12,10 @@ import pytest
 from agentgrad.agents.edits import RULE_SCHEMA
 from agentgrad.agents.skill import _concurrency, default_model, evolve_skill, make_agent, resolve_model, scoring
 from agentgrad.data.task import Task
-from agentgrad.errors import ConfigError, RewardError, RunFailedError
+from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Completion, Message, Usage
 from agentgrad.providers.callable import CallableProvider
+from agentgrad.providers.errors import AuthError
 from agentgrad.providers.middleware.base import layers
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Workers
@@ -129,7 +130,9 @@ def test_a_bad_key_stops_a_16_worker_run_after_one_request(tmp_path: Path, monke
         monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
         result = evolve_skill(ROWS, model="openai:err-401", score="exact", budget=Budget(rollouts=40),
                               store=tmp_path / "run", workers=16)
-        assert isinstance(result.error, RunFailedError) and "AuthError" in str(result.error)  # not a silent "ok"
+        assert isinstance(result.error, AuthError), result.error  # the run stopped on it, not a silent "ok"
+        assert server.url in str(result.error)  # the message names the endpoint
         assert server.counts["err-401"] == 1  # every other slot learned it from the latch, with no request
+        assert result.usage.rollouts <= 16  # it stopped at once: no slot started a second call
     finally:
         server.stop()

@@ -38,10 +38,18 @@ def test_toml_and_yaml_examples_give_the_same_configuration() -> None:
         assert from_toml == from_yaml
 
 
+def test_the_toml_examples_of_the_cli_page_are_valid() -> None:
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in page.split("```toml\n")[1:]]
+    assert blocks
+    for block in blocks:
+        assert _parse(block) == [], block
+
+
 def test_valid_configuration_is_accepted_with_defaults_filled_in() -> None:
     assert _parse(BASE) == []
     config = parse_config(ConfigSource(BASE, "toml", str(ROOT), "test.toml"))
-    assert config.run.workers.rollout == 4 and config.run.asynchronous
+    assert config.run.config.workers.rollout == 4 and config.run.config.asynchronous
     assert config.budget.rollouts == 10 and config.budget.gate_evals is None
 
 
@@ -58,13 +66,14 @@ def test_run_settings_reach_the_run_config(tmp_path: Path) -> None:
 
 def test_workers_as_an_int_splits_like_workers_of() -> None:
     config = parse_config(ConfigSource(BASE + "[run]\nworkers = 8\n", "toml", str(ROOT), "t.toml"))
-    assert (config.run.workers.rollout, config.run.workers.propose, config.run.workers.gate) == (8, 4, 4)
+    workers = config.run.config.workers
+    assert (workers.rollout, workers.propose, workers.gate) == (8, 4, 4)
 
 
 @pytest.mark.parametrize(("text", "key", "expected"), [
     (BASE.replace("[budget]\nrollouts = 10\n", ""), "budget", "required"),
     (BASE.replace("rollouts = 10", 'rollouts = "ten"'), "budget.rollouts", "valid integer"),
-    (BASE.replace("rollouts = 10", "rollouts = -1"), "budget.rollouts", "greater than or equal to 0"),
+    (BASE.replace("rollouts = 10", "rollouts = -1"), "budget.rollouts", "finite number >= 0"),
     (BASE.replace("rollouts = 10", "cost = 1.0\ncots = 2.0"), "budget.cots", "unknown key"),
     (BASE.replace('"openai:gpt-4o-mini"', '"gemini:pro"'), "model.name", "'openai:<model>'"),
     (BASE.replace('name = "openai:gpt-4o-mini"', 'run = "no_such_module_xyz:run"\npropose = "os:getcwd"'),
@@ -80,8 +89,8 @@ def test_workers_as_an_int_splits_like_workers_of() -> None:
     (BASE + "[run]\nworkers = 0\n", "run.workers", "int >= 1"),
     (BASE + "[run]\nasynchronous = 1\n", "run.asynchronous", "valid boolean"),
     (BASE + "[run]\nworkers = \"many\"\n", "run.workers", "a table of rollout"),
-    (BASE + "[run]\nhedge = -1\n", "run.hedge", "greater than or equal to 0"),
-    (BASE + "[run]\ntimeout = 0\n", "run.timeout", "greater than 0"),
+    (BASE + "[run]\nhedge = -1\n", "run.hedge", "finite factor >= 0"),
+    (BASE + "[run]\ntimeout = 0\n", "run.timeout", "seconds > 0"),
     ("[task]\nworld = 3\n[budget]\nrollouts = 4\n", "task.world", "expected a table (got 3)"),
     (BASE + "[run]\nstaleness = { policy = \"repair\" }\n", "(top level)", "model.repair"),
     ('[task]\nworld = { p_right = 0.9 }\n[budget]\nrollouts = 4\n', "task.world", "must sum to 1"),

@@ -90,11 +90,11 @@ def build_engine(store: Path, bot: WorldAgent, *, config: RunConfig | None = Non
     """An engine on the small world, as `evolve` builds it (call inside a running event loop)."""
     config = config or RunConfig()
     splits = bot.splits()
-    lib, log, _ = _open_run(store, WORLD.artifact, splits, config, budget, time.time)
+    lib, _ = _open_run(store, WORLD.artifact, splits, config, budget, time.time)
     user = UserFunctions(bot.run, bot.propose, bot.reward, config.staleness.repair)
     return Engine(tasks={t.id: t for t in (*splits.train, *splits.val, *splits.test)},
                   train=[t.id for t in splits.train], val=[t.id for t in splits.val], artifact=WORLD.artifact,
-                  strategy=WORLD.strategy, user=user, config=config, budget=budget, store=lib, events=log,
+                  strategy=WORLD.strategy, user=user, config=config, budget=budget, store=lib,
                   aggregator=_aggregator(config, WORLD.strategy), clock=time.monotonic)
 
 
@@ -108,7 +108,6 @@ def on_engine(store: Path, body: Callable[[Engine, WorldAgent], Awaitable[None]]
             await body(engine, bot)
         finally:
             engine.store.close()
-            engine.events.close()
 
     anyio.run(main)
 

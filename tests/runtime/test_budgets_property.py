@@ -107,7 +107,9 @@ def test_a_wall_time_budget_stops_the_run_within_it_and_settles_every_call(tmp_p
     bot = agent(median=0.01, sigma=0.5)
     result = run(tmp_path, bot, budget=Budget(wall_time=1.0), asynchronous=asynchronous)
     assert result.ok, result.error
-    assert 0.9 <= result.usage.wall_time <= 1.0  # the loop stops 20 ms early: cancelling in flight fits in that
+    # the loop stops 20 ms early (cancelling in flight fits in that); on a loaded machine a late turn of the event
+    # loop can end it a little earlier still, never later
+    assert 0.8 <= result.usage.wall_time <= 1.0, result.usage
     logged = dispatched(tmp_path)
     done = [p for _, p in events(tmp_path, ["done"])]
     assert len(done) == sum(logged.values())

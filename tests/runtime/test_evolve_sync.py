@@ -12,6 +12,7 @@ import pytest
 from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
 from agentgrad.errors import RewardError, RunFailedError
+from agentgrad.providers.errors import AuthError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
 from agentgrad.runtime.evolve import evolve
@@ -117,6 +118,23 @@ def test_a_nan_reward_stops_the_run_naming_the_task(tmp_path: Path, caplog: pyte
     assert [k for k, _ in events(tmp_path, ["failed"])] == ["failed"]
     (logged,) = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
     assert "RewardError" in logged and target in logged and "TaskGroup" not in logged  # the real error, unwrapped
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_rejected_key_inside_run_stops_the_run_at_once(tmp_path: Path, asynchronous: bool) -> None:
+    bot = agent()
+    calls = Counter[str]()
+
+    def run_with_a_bad_key(rendered: str, task: Task) -> str:
+        calls["run"] += 1
+        raise AuthError("invalid API key", provider="openai http://127.0.0.1:9/v1", path="/chat/completions",
+                        status=401)
+
+    result = run(tmp_path, bot, asynchronous=asynchronous, run=run_with_a_bad_key, workers=4,
+                 budget=Budget(rollouts=48, gate_evals=400))
+    assert isinstance(result.error, AuthError) and "127.0.0.1:9" in str(result.error)
+    assert calls["run"] <= 4  # the calls already in flight, and no more
+    assert [k for k, _ in events(tmp_path, ["failed"])] == ["failed"]
 
 
 @pytest.mark.parametrize("proposal", ["lorem ipsum dolor sit amet", "", "   ", "\ud800", "x" * 1_000_000, None, 42,

@@ -14,6 +14,7 @@ from agentgrad.data.task import Task
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
+from agentgrad.runtime.gate import GateConfig
 from tests.runtime.helpers import agent, run
 
 
@@ -97,8 +98,10 @@ def test_an_async_run_hedges_a_stuck_call_instead_of_waiting_for_it(tmp_path: Pa
         return await bot.run(rendered, task)
 
     started = time.monotonic()
-    result = run(tmp_path, bot, run=run_fn, asynchronous=True, budget=Budget(rollouts=24, proposals=12,
-                                                                            gate_evals=400))
+    # no early stop: only a hedge (not a verdict reached without it) may cut the stuck gate call off
+    still = RunConfig(gate=GateConfig(early_stop=False, futility=0.0))
+    result = run(tmp_path, bot, run=run_fn, asynchronous=True, config=still,
+                 budget=Budget(rollouts=24, proposals=12, gate_evals=400))
     assert result.ok, result.error
     assert time.monotonic() - started < 20  # it did not wait a minute for the stuck call
     assert stuck == ["started", "cancelled"] and result.counts["hedged_calls"] >= 1

@@ -70,19 +70,18 @@ def _lags(store: Path, async_ratio: int) -> tuple[list[int], int]:
     splits = bot.splits()
 
     async def main() -> tuple[list[int], int]:
-        lib, log, _ = _open_run(store, WORLD.artifact, splits, config, BUDGET, time.time)
+        lib, _ = _open_run(store, WORLD.artifact, splits, config, BUDGET, time.time)
         engine = _Watched(tasks={t.id: t for t in (*splits.train, *splits.val, *splits.test)},
                           train=[t.id for t in splits.train], val=[t.id for t in splits.val],
                           artifact=WORLD.artifact, strategy=WORLD.strategy,
                           user=UserFunctions(run, bot.propose, reward), config=config, budget=BUDGET,
-                          store=lib, events=log, aggregator=_aggregator(config, WORLD.strategy), clock=clock.now)
+                          store=lib, aggregator=_aggregator(config, WORLD.strategy), clock=clock.now)
         try:
             async with engine.group_commit():
                 await run_async(engine)
             return [head - snapshot for head, snapshot in engine.dispatched], engine.head.version
         finally:
             lib.close()
-            log.close()
 
     return anyio.run(main)
 

@@ -107,16 +107,15 @@ def _with_engine(store: Path, body: Callable[[Engine], Awaitable[T]], *, budget:
     splits = bot.splits()
 
     async def main() -> T:
-        lib, log, _ = _open_run(store, HALF.artifact, splits, config, budget, time.time)
+        lib, _ = _open_run(store, HALF.artifact, splits, config, budget, time.time)
         engine = Engine(tasks={t.id: t for t in (*splits.train, *splits.val, *splits.test)},
                         train=[t.id for t in splits.train], val=[t.id for t in splits.val], artifact=HALF.artifact,
                         strategy=HALF.strategy, user=UserFunctions(bot.run, bot.propose, bot.reward), config=config,
-                        budget=budget, store=lib, events=log, aggregator=_aggregator(config, HALF.strategy),
+                        budget=budget, store=lib, aggregator=_aggregator(config, HALF.strategy),
                         clock=time.monotonic)
         try:
             return await body(engine)
         finally:
-            log.close()
             lib.close()
 
     return anyio.run(main)

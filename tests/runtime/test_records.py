@@ -11,16 +11,33 @@ import pytest
 from agentgrad.runtime.records import Recorder
 from agentgrad.runtime.resume import used_from_events
 from agentgrad.store.events import EventLog
+from agentgrad.store.kinds import EventKind
 
 
 def test_emitted_events_are_logged_in_order_before_the_callbacks_see_them(tmp_path: Path) -> None:
     log = EventLog(tmp_path)
     seen: list[tuple[str, int]] = []
     recorder = Recorder(log, time.monotonic, [lambda kind, payload: seen.append((kind, log.count(kind)))])
-    recorder.emit("proposal", {"n": 1})
-    recorder.emit_many([("decision", {"n": 2}), ("commit", {"n": 3})])
+    recorder.emit(EventKind.PROPOSAL, {"n": 1})
+    recorder.emit_many([(EventKind.DECISION, {"n": 2}), (EventKind.COMMIT, {"n": 3})])
     assert [(e.kind, e.payload["n"]) for e in log.read()] == [("proposal", 1), ("decision", 2), ("commit", 3)]
     assert seen == [("proposal", 1), ("decision", 1), ("commit", 1)]
+    log.close()
+
+
+def test_callbacks_hear_of_a_units_events_only_after_it_committed(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    seen: list[tuple[str, int]] = []
+    recorder = Recorder(log, time.monotonic, [lambda kind, payload: seen.append((kind, log.count(kind)))])
+    with recorder.unit():
+        recorder.emit(EventKind.STEP, {"n": 1})
+        recorder.emit(EventKind.STEP_DONE, {"n": 1})
+        assert seen == []
+    assert seen == [("step", 1), ("step_done", 1)]
+    with pytest.raises(RuntimeError), recorder.unit():
+        recorder.emit(EventKind.STEP, {"n": 2})
+        raise RuntimeError("the step died")
+    assert seen == [("step", 1), ("step_done", 1)] and log.count("step") == 1  # nothing heard of a rolled-back unit
     log.close()
 
 

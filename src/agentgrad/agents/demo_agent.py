@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentgrad.agents.llm import LLMAgent, Proposal
+from agentgrad.core._checks import integer
 from agentgrad.errors import InvalidProposalError, StateDictError
 from agentgrad.providers.base import Completion, Message
 from agentgrad.strategies.demos import demo_from_failure, split_proposal
@@ -90,8 +91,6 @@ class DemoAgent:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore `state_dict()` output; a malformed dict raises `StateDictError`."""
-        calls = state.get("calls")
-        if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
-            raise StateDictError(f"DemoAgent state needs calls (int >= 0), got {state!r:.200}")
+        calls = integer(state.get("calls"), "DemoAgent state 'calls'", low=0, error=StateDictError)
         self.solver.load_state_dict(state.get("solver", {}))
         self.calls = calls

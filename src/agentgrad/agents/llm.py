@@ -27,6 +27,7 @@ from importlib import resources
 from typing import Any
 
 from agentgrad.agents.edits import check_general, parse_edits, parse_rule
+from agentgrad.core._checks import is_integer
 from agentgrad.data.scorers import contains
 from agentgrad.errors import ConfigError, InvalidProposalError, StateDictError
 from agentgrad.providers.base import Completion, Message, Provider, Usage
@@ -283,8 +284,7 @@ class LLMAgent:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore `state_dict()` output; a malformed dict raises `StateDictError` and changes nothing."""
         calls, answers = state.get("calls"), state.get("answers")
-        if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0 or not isinstance(answers, list) \
-                or not all(isinstance(a, str) for a in answers):
+        if not (is_integer(calls, low=0) and isinstance(answers, list) and all(isinstance(a, str) for a in answers)):
             raise StateDictError(f"LLMAgent state needs calls (int >= 0) and answers (list of str), got {state!r:.200}")
         self.calls = calls
         self.answers.clear()

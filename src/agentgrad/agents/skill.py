@@ -19,7 +19,7 @@ from agentgrad.data.task import Task, tasks_from_rows
 from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Provider
 from agentgrad.providers.middleware import Accounting, ConcurrencyLimit, FatalLatch, Meter, Retry, wrap
-from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
 from agentgrad.runtime.config import Workers
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.result import Result
@@ -157,7 +157,7 @@ def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: s
     solver, strategy = _solver(agent, proposer)
     try:
         return evolve(splits, scoring(score), agent=solver, strategy=strategy,
-                      artifact=Artifact("skill", Kind.SKILL, skill), budget=budget or Budget(rollouts=60),
+                      artifact=Artifact("skill", Kind.SKILL, skill), budget=budget or DEFAULT_BUDGET,
                       seed=seed, **options)
     finally:
         if isinstance(chosen, str):

@@ -1,9 +1,11 @@
 """The run configuration file (TOML or YAML), validated with pydantic.
 
 Sections: ``[task]`` (the simulated reference world, a shipped set or a data file, and how to score it),
-``[model]`` (a named model, or the user's own ``run`` / ``propose`` functions by import path), ``[budget]`` (the
-`Budget` fields) and ``[run]`` (workers, runtime, seed, run directory, staleness). Unknown keys are errors. A bad
-file raises `ConfigFileError` holding one line per problem: the dotted key and what was expected.
+``[model]`` (a named model, or the user's own ``run`` / ``propose`` functions by import path), ``[budget]`` (every
+`Budget` field) and ``[run]`` (every `RunConfig` field, and the run directory); the last two are derived from the
+runtime's dataclasses in `cli.schema`, which this module imports only to validate a file (it imports the runtime).
+Unknown keys are errors. A bad file raises `ConfigFileError` holding one line per problem: the dotted key and what
+was expected.
 """
 
 from __future__ import annotations
@@ -11,23 +13,17 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentgrad.cli.imports import check_import_path
 from agentgrad.errors import ConfigError
 
-_STRICT = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+if TYPE_CHECKING:
+    from agentgrad.cli.schema import CliConfig
+
+STRICT = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(ge=1)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -48,7 +44,7 @@ class ConfigFileError(ConfigError):
 class WorldSection(BaseModel):
     """The simulated reference world (`WorldConfig` fields) and its agent's latency (`WorldAgent`)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     seed: int = 0
     n_categories: Positive = 8
     tasks_per_category: Positive = 12
@@ -84,7 +80,7 @@ class WorldSection(BaseModel):
 class TaskSection(BaseModel):
     """What to train on: exactly one of `world`, `set` (a shipped set) or `path` (a JSONL, CSV or Parquet file)."""
 
-    model_config = _STRICT
+    model_config = STRICT
     world: WorldSection | None = None
     set_: str | None = Field(None, alias="set")
     path: str | None = None
@@ -137,7 +133,7 @@ class TaskSection(BaseModel):
 class ModelSection(BaseModel):
     """Who solves and proposes: a named model, or `run` and `propose` functions ("module:function")."""
 
-    model_config = _STRICT
+    model_config = STRICT
     name: str | None = None
     run: str | None = None
     propose: str | None = None
@@ -170,97 +166,6 @@ class ModelSection(BaseModel):
             raise ValueError(f"expected 'name' (a model {MODEL_KINDS}) or both 'run' and 'propose' functions")
         if self.params is not None and self.name is None:
             raise ValueError("'params' go to a named model's calls; with your own 'run', set them there")
-        return self
-
-
-class BudgetSection(BaseModel):
-    """The `Budget` limits: at least one of rollouts, proposals, gate_evals, tokens, cost or wall_time."""
-
-    model_config = _STRICT
-    rollouts: Count | None = None
-    proposals: Count | None = None
-    gate_evals: Count | None = None
-    calls: Count | None = None
-    tokens: Count | None = None
-    cost: Amount | None = None
-    wall_time: Amount | None = None
-    tokens_per_call: Positive = 4096
-    cost_per_call: Amount = 0.05
-
-    @model_validator(mode="after")
-    def _some_limit(self) -> BudgetSection:
-        limits = ("rollouts", "proposals", "gate_evals", "calls", "tokens", "cost", "wall_time")
-        if all(getattr(self, name) is None for name in limits):
-            raise ValueError(f"expected at least one limit of {list(limits)}; an unlimited run would never stop")
-        return self
-
-
-def _workers_from_int(value: object) -> object:
-    """``workers = 8`` means 8 rollout workers and half as many proposers and gate workers (as `Workers.of`)."""
-    expected = "expected an int >= 1 or a table of rollout, propose, gate, slots, threads"
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(f"{expected}; got {value}")
-        return {"rollout": value, "propose": max(1, value // 2), "gate": max(1, value // 2)}
-    if not isinstance(value, (dict, WorkersSection)):
-        raise ValueError(f"{expected}; got {value!r:.60}")
-    return value
-
-
-class WorkersSection(BaseModel):
-    """Concurrency per stage (see `Workers`)."""
-
-    model_config = _STRICT
-    rollout: Positive = 4
-    propose: Positive = 2
-    gate: Positive = 2
-    slots: Positive | None = None
-    threads: Positive = 32
-
-
-class StalenessSection(BaseModel):
-    """How far workers may lag (see `Staleness`); policy "repair" needs a repair function (or the world)."""
-
-    model_config = _STRICT
-    async_ratio: Count = 0
-    alpha_max: Count = 4
-    policy: Literal["keep", "discard", "repair"] = "discard"
-
-
-class RunSection(BaseModel):
-    """How the run spends its budget, and where its run directory is (relative to the current directory)."""
-
-    model_config = _STRICT
-    workers: Annotated[WorkersSection, BeforeValidator(_workers_from_int)] = Field(default_factory=WorkersSection)
-    asynchronous: bool = True
-    seed: int = 0
-    store: str | None = None
-    staleness: StalenessSection = Field(default_factory=StalenessSection)
-    promote_every: Annotated[int, Field(ge=0)] = 3
-    timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 120.0
-    hedge: Amount | None = 4.0
-    fuse_wait: Amount | None = None
-    inline_reward: bool = True
-
-
-class CliConfig(BaseModel):
-    """A whole configuration file."""
-
-    model_config = _STRICT
-    task: TaskSection
-    model: ModelSection | None = None
-    budget: BudgetSection
-    run: RunSection = Field(default_factory=RunSection)
-
-    @model_validator(mode="after")
-    def _agent_matches_task(self) -> CliConfig:
-        if self.task.world is not None and self.model is not None:
-            raise ValueError("the world task brings its own simulated agent; remove the [model] section")
-        if self.task.world is None and self.model is None:
-            raise ValueError("expected a [model] section (name, or run and propose) for this task")
-        repairs = self.task.world is not None or (self.model is not None and self.model.repair is not None)
-        if self.run.staleness.policy == "repair" and not repairs:
-            raise ValueError("run.staleness.policy = 'repair' needs model.repair (a 'module:function')")
         return self
 
 
@@ -333,6 +238,8 @@ def parse_config(source: ConfigSource) -> CliConfig:
     data = parse_text(source)
     if not isinstance(data, dict):
         raise ConfigFileError(source.name, [f"expected a table of sections at the top, got {type(data).__name__}"])
+    from agentgrad.cli.schema import CliConfig
+
     try:
         return CliConfig.model_validate(data, context={"base_dir": source.base_dir})
     except ValidationError as exc:

@@ -4,15 +4,18 @@ user's own functions."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentgrad.cli.config import CliConfig, ConfigSource, TaskSection
+from agentgrad.cli.config import ConfigSource, TaskSection
 from agentgrad.cli.imports import resolve_callable
 
 if TYPE_CHECKING:
+    from agentgrad.cli.schema import CliConfig
     from agentgrad.data.task import Task
     from agentgrad.runtime.budget import Budget
+    from agentgrad.runtime.config import RunConfig
     from agentgrad.runtime.result import Result
 
 Callback = Callable[[str, Mapping[str, Any]], None]
@@ -20,24 +23,25 @@ Callback = Callable[[str, Mapping[str, Any]], None]
 
 def budget_of(config: CliConfig) -> Budget:
     """The `Budget` of a configuration."""
-    from agentgrad.runtime.budget import Budget
+    return config.budget
 
-    return Budget(**config.budget.model_dump())
+
+def run_config(config: CliConfig, repair: Callable[..., Any] | None) -> RunConfig:
+    """The `RunConfig` of a configuration, with `repair` as the staleness repair function when the policy is
+    "repair" (the file cannot hold a function: it names one in [model] repair, or the world brings one)."""
+    from agentgrad.runtime.config import StalePolicy
+
+    run = config.run.config
+    chosen = repair if run.staleness.policy is StalePolicy.REPAIR else None
+    return replace(run, staleness=replace(run.staleness, repair=chosen))
 
 
 def _options(config: CliConfig, run_dir: Path, callbacks: Sequence[Callback],
              repair: Callable[..., Any] | None) -> dict[str, Any]:
-    """The keyword arguments every kind of run passes on to `evolve()`."""
-    from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
-
-    run = config.run
-    stale = run.staleness
-    return {"budget": budget_of(config), "workers": Workers(**run.workers.model_dump()),
-            "asynchronous": run.asynchronous, "store": run_dir, "callbacks": list(callbacks),
-            "staleness": Staleness(stale.async_ratio, stale.alpha_max, StalePolicy(stale.policy),
-                                   repair if stale.policy == "repair" else None),
-            "config": RunConfig(promote_every=run.promote_every, timeout=run.timeout, hedge=run.hedge,
-                                fuse_wait=run.fuse_wait, inline_reward=run.inline_reward)}
+    """The keyword arguments every kind of run passes on to `evolve()`: the whole `RunConfig` (its workers,
+    staleness, seed and the rest), the budget, the run directory and the callbacks."""
+    return {"budget": budget_of(config), "store": run_dir, "callbacks": list(callbacks),
+            "config": run_config(config, repair)}
 
 
 def _tasks(task: TaskSection) -> list[Task]:
@@ -69,7 +73,7 @@ def _world(config: CliConfig, run_dir: Path, callbacks: Sequence[Callback]) -> R
     world = ReferenceWorld(WorldConfig(**section.world_fields()))
     agent = WorldAgent(world, median=section.median, sigma=section.sigma, fail_every=section.fail_every)
     return evolve(agent.splits(), agent.reward, agent=agent, strategy=world.strategy, artifact=world.artifact,
-                  seed=config.run.seed, **_options(config, run_dir, callbacks, agent.repair))
+                  seed=config.run.config.seed, **_options(config, run_dir, callbacks, agent.repair))
 
 
 def _own_functions(config: CliConfig, folder: Path, run_dir: Path, callbacks: Sequence[Callback]) -> Result:
@@ -81,11 +85,11 @@ def _own_functions(config: CliConfig, folder: Path, run_dir: Path, callbacks: Se
     model = config.model
     assert model is not None and model.run is not None and model.propose is not None
     repair = resolve_callable(model.repair, folder) if model.repair is not None else None
-    tasks = split(_tasks(config.task), seed=config.run.seed)
+    tasks = split(_tasks(config.task), seed=config.run.config.seed)
     return evolve(tasks, scoring(_score(config.task, folder)), run=resolve_callable(model.run, folder),
                   propose=resolve_callable(model.propose, folder), artifact=Artifact("skill", Kind.SKILL,
                                                                                      config.task.skill),
-                  seed=config.run.seed, **_options(config, run_dir, callbacks, repair))
+                  seed=config.run.config.seed, **_options(config, run_dir, callbacks, repair))
 
 
 def _named_model(config: CliConfig, folder: Path, run_dir: Path, callbacks: Sequence[Callback]) -> Result:
@@ -95,7 +99,7 @@ def _named_model(config: CliConfig, folder: Path, run_dir: Path, callbacks: Sequ
     assert model is not None and model.name is not None
     options = _options(config, run_dir, callbacks, None)
     return evolve_skill(_tasks(config.task), model=model.name, score=_score(config.task, folder),
-                        skill=config.task.skill, seed=config.run.seed, params=model.params, **options)
+                        skill=config.task.skill, seed=config.run.config.seed, params=model.params, **options)
 
 
 def launch(config: CliConfig, source: ConfigSource, run_dir: Path, callbacks: Sequence[Callback] = ()) -> Result:

@@ -8,14 +8,20 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agentgrad.cli.tables import Table
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation (``X | None``, ``Annotated[X, ...]``), if any."""
+
+def _model_of(annotation: Any, metadata: tuple[Any, ...] = ()) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X | None``, ``Annotated[X, ...]``, a `Table`), if any."""
+    for item in metadata:
+        if isinstance(item, Table):
+            return item.model
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
-        return _model_of(typing.get_args(annotation)[0])
+        inner, *extra = typing.get_args(annotation)
+        return _model_of(inner, tuple(extra))
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):
             found = _model_of(arg)
@@ -32,7 +38,7 @@ def allowed_keys(root: type[BaseModel], path: tuple[int | str, ...]) -> list[str
             return []
         fields = {(f.alias or name): f for name, f in model.model_fields.items()}
         field = fields.get(str(part))
-        model = None if field is None else _model_of(field.annotation)
+        model = None if field is None else _model_of(field.annotation, tuple(field.metadata))
     if model is None:
         return []
     return sorted((f.alias or name) for name, f in model.model_fields.items())

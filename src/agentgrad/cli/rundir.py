@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgrad.cli.config import ConfigSource
-from agentgrad.errors import AgentgradError
+from agentgrad.errors import AgentgradError, DamagedStoreError
 
 if TYPE_CHECKING:
     from agentgrad.store.events import EventLog
@@ -99,10 +99,12 @@ class RunDir:
         self.require()
         try:
             log = EventLog(self.path)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, DamagedStoreError) as exc:
             raise RunDirError(f"{self.db} is not a readable agentgrad database ({exc})") from exc
         try:
             yield log
+        except DamagedStoreError as exc:  # found on a read, not on opening
+            raise RunDirError(f"{self.db} is not a readable agentgrad database ({exc})") from exc
         finally:
             log.close()
 
@@ -114,7 +116,7 @@ class RunDir:
         self.require()
         try:
             store = SQLiteStore(self.path, git=git)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, DamagedStoreError) as exc:
             raise RunDirError(f"{self.db} is not a readable agentgrad database ({exc})") from exc
         try:
             yield store

@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 
+from agentgrad.core._checks import text
 from agentgrad.core.ids import validate_id
 from agentgrad.errors import InvalidOpError
 
@@ -76,8 +77,7 @@ class Artifact:
         object.__setattr__(self, "kind", Kind(self.kind))
         layer = default_layer(self.kind) if self.layer is None else Layer(self.layer)
         object.__setattr__(self, "layer", layer)
-        if not isinstance(self.text, str):
-            raise InvalidOpError(f"artifact {self.id!r}: text must be a string, got {type(self.text).__name__}")
+        text(self.text, f"artifact {self.id!r}: text", empty=True, error=InvalidOpError)
         content_hash(self.text)
 
     @property

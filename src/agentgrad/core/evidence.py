@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentgrad.core._checks import number, text
 from agentgrad.errors import InvalidEvidenceError
 
 
@@ -25,12 +26,7 @@ class Row:
 
 
 def _check_score(value: object, task_id: str, side: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidEvidenceError(f"task {task_id!r}: {side} score must be a number, got {type(value).__name__}")
-    score = float(value)
-    if math.isnan(score) or not 0.0 <= score <= 1.0:
-        raise InvalidEvidenceError(f"task {task_id!r}: {side} score {score!r} is not in [0, 1]")
-    return score
+    return number(value, f"task {task_id!r}: {side} score", low=0.0, high=1.0, error=InvalidEvidenceError)
 
 
 @dataclass(frozen=True)
@@ -70,8 +66,7 @@ class Evidence:
         for row in rows:
             if not isinstance(row, Row):
                 raise InvalidEvidenceError(f"evidence rows must be Row values, got {type(row).__name__}")
-            if not isinstance(row.task_id, str) or not row.task_id:
-                raise InvalidEvidenceError(f"task ids must be non-empty strings, got {row.task_id!r}")
+            text(row.task_id, "evidence task id", error=InvalidEvidenceError)
             if row.task_id in seen:
                 raise InvalidEvidenceError(f"task {row.task_id!r} appears twice in one evidence")
             seen.add(row.task_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from agentgrad.core._checks import text
 from agentgrad.errors import InvalidIdError
 
 MAX_ID_LENGTH = 200
@@ -20,18 +21,17 @@ def validate_id(value: object, *, what: str = "artifact id") -> str:
     >>> validate_id("skills/math.md")
     'skills/math.md'
     """
-    if not isinstance(value, str):
-        raise InvalidIdError(f"{what} must be a string, got {type(value).__name__}")
-    if not value:
+    ident = text(value, what, empty=True, error=InvalidIdError)
+    if not ident:
         raise InvalidIdError(f"{what} must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidIdError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
-    if "\x00" in value:
-        raise InvalidIdError(f"{what} {value!r} contains a NUL byte")
-    for segment in value.split("/"):
+    if len(ident) > MAX_ID_LENGTH:
+        raise InvalidIdError(f"{what} is {len(ident)} characters long; the limit is {MAX_ID_LENGTH}")
+    if "\x00" in ident:
+        raise InvalidIdError(f"{what} {ident!r} contains a NUL byte")
+    for segment in ident.split("/"):
         if segment in ("", ".", "..") or not _SEGMENT.match(segment) or segment.endswith(".lock"):
             raise InvalidIdError(
-                f"{what} {value!r} is not a safe relative path: segment {segment!r} must start with a letter "
+                f"{what} {ident!r} is not a safe relative path: segment {segment!r} must start with a letter "
                 "or digit and use only letters, digits, '.', '_' and '-'"
             )
-    return value
+    return ident

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from agentgrad.core._checks import text
 from agentgrad.errors import InvalidOpError
 
 
@@ -114,8 +115,7 @@ def unit_key(scope: Scope, content: str) -> str:
     A rule or keyed entry is one line; a section is a heading line followed by lines that are not headings.
     """
     scope = Scope(scope)
-    if not isinstance(content, str):
-        raise InvalidOpError(f"{scope.value} content must be a string, got {type(content).__name__}")
+    text(content, f"{scope.value} content", empty=True, error=InvalidOpError)
     if scope is Scope.TEXT:
         return ""
     lines = content.split("\n")

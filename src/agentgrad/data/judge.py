@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentgrad.core._checks import number, text
 from agentgrad.data.errors import JudgeError
 from agentgrad.errors import ConfigError
 
@@ -47,8 +48,7 @@ def parse_score(reply: str, *, scale: float = 1.0) -> float:
     >>> parse_score("Mostly right.\\nScore: 8/10")
     0.8
     """
-    if not isinstance(reply, str):
-        raise JudgeError(f"judge must reply with text, got {type(reply).__name__}")
+    text(reply, "the judge's reply", empty=True, error=JudgeError)
     labelled = list(_LABELLED.finditer(reply))
     if labelled:
         return _scaled(labelled[-1], scale, reply)
@@ -96,8 +96,5 @@ def llm_judge(complete: Callable[[str], str], *, rubric: str, scale: float = 1.0
     """
     if not callable(complete):
         raise ConfigError(f"llm_judge needs a callable complete(prompt) -> str, got {type(complete).__name__}")
-    if not isinstance(rubric, str) or not rubric.strip():
-        raise ConfigError("llm_judge needs a non-empty rubric")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
-        raise ConfigError(f"llm_judge scale must be a finite number > 0, got {scale!r}")
-    return Judge(complete, rubric, float(scale))
+    text(rubric, "llm_judge rubric", strip=True)
+    return Judge(complete, rubric, number(scale, "llm_judge scale", above=0))

@@ -14,6 +14,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Literal, Protocol
 
+from agentgrad.core._checks import is_number, number, one_of
 from agentgrad.data.errors import DataError
 from agentgrad.errors import ConfigError, InvalidEvidenceError
 
@@ -136,10 +137,9 @@ def numbers_in(text: str) -> list[float]:
 
 
 def _gold_number(value: Any) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if math.isfinite(value):
-            return float(value)
-    elif isinstance(value, str):
+    if is_number(value):
+        return float(value)
+    if isinstance(value, str):
         found = numbers_in(value.strip())
         if len(found) == 1:
             return found[0]
@@ -156,10 +156,8 @@ def numeric(output: str, expected: Any, *, tolerance: float = 1e-6, pick: Litera
         pick: which number of the output counts, the ``"last"`` (default, where models put answers) or ``"first"``.
     Use ``functools.partial(numeric, tolerance=0.01)`` for a looser scorer.
     """
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < math.inf:
-        raise ConfigError(f"numeric tolerance must be a finite number >= 0, got {tolerance!r}")
-    if pick not in ("first", "last"):
-        raise ConfigError(f"numeric pick must be 'first' or 'last', got {pick!r}")
+    number(tolerance, "numeric tolerance", low=0)
+    one_of(pick, "numeric pick", ("first", "last"))
     golds = [_gold_number(e) for e in _alternatives(output, expected)]
     found = numbers_in(output)
     if not found:
@@ -215,13 +213,8 @@ def checked(scorer: Scorer) -> Scorer:
     name = getattr(scorer, "__name__", type(scorer).__name__)
 
     def checked_scorer(output: str, expected: Any) -> float:
-        value: object = scorer(output, expected)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidEvidenceError(f"scorer {name!r} returned {value!r:.80} ({type(value).__name__}), "
-                                       "not a number in [0, 1]")
-        if math.isnan(value) or not 0.0 <= value <= 1.0:
-            raise InvalidEvidenceError(f"scorer {name!r} returned {value!r}, which is not in [0, 1]")
-        return float(value)
+        return number(scorer(output, expected), f"the result of scorer {name!r}", low=0.0, high=1.0,
+                      error=InvalidEvidenceError)
 
     checked_scorer.__name__ = f"checked_{name}"
     return checked_scorer

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentgrad.core._checks import integer, is_number
 from agentgrad.data.errors import DataError
 from agentgrad.data.task import Task, check_unique
 from agentgrad.errors import ConfigError
@@ -44,7 +45,7 @@ class Splits:
 
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
     values = tuple(fractions)
-    if len(values) != 3 or any(isinstance(f, bool) or not isinstance(f, (int, float)) for f in values):
+    if len(values) != 3 or not all(is_number(f, finite=False) for f in values):
         raise ConfigError(f"fractions must be three numbers (train, val, test), got {fractions!r}")
     if any(not math.isfinite(f) or f < 0 for f in values) or not math.isclose(sum(values), 1.0, abs_tol=1e-9):
         raise ConfigError(f"fractions must be >= 0 and sum to 1, got {fractions!r}")
@@ -100,8 +101,7 @@ def split(tasks: Sequence[Task], *, fractions: Sequence[float] = (0.5, 0.25, 0.2
     Raises `DataError` when the set is too small for a non-empty validation part.
     """
     shares = _check_fractions(fractions)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"seed must be an int, got {seed!r}")
+    integer(seed, "seed")
     ordered = sorted(check_unique(tasks), key=lambda t: _rank(seed, t))
     place: dict[str, int] = {}
     behind = [0.0, 0.0, 0.0]

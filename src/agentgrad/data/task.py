@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from agentgrad.core._checks import is_integer, text
 from agentgrad.data.errors import DataError
 from agentgrad.errors import InvalidIdError
 
@@ -17,15 +18,14 @@ Field = str | Callable[[Mapping[str, Any]], Any]
 
 def check_task_id(value: object) -> str:
     """Return `value` if it is a usable task id (a non-empty string of at most 200 characters, no NUL)."""
-    if not isinstance(value, str):
-        raise InvalidIdError(f"task id must be a string, got {type(value).__name__}")
-    if not value:
+    task_id = text(value, "task id", empty=True, error=InvalidIdError)
+    if not task_id:
         raise InvalidIdError("task id must not be empty")
-    if len(value) > MAX_TASK_ID_LENGTH:
-        raise InvalidIdError(f"task id is {len(value)} characters long; the limit is {MAX_TASK_ID_LENGTH}")
-    if "\x00" in value:
-        raise InvalidIdError(f"task id {value!r} contains a NUL byte")
-    return value
+    if len(task_id) > MAX_TASK_ID_LENGTH:
+        raise InvalidIdError(f"task id is {len(task_id)} characters long; the limit is {MAX_TASK_ID_LENGTH}")
+    if "\x00" in task_id:
+        raise InvalidIdError(f"task id {task_id!r} contains a NUL byte")
+    return task_id
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,7 @@ class Task:
 
     def __post_init__(self) -> None:
         check_task_id(self.id)
-        if not isinstance(self.input, str):
-            raise DataError(f"task {self.id!r}: input must be a string, got {type(self.input).__name__}")
+        text(self.input, f"task {self.id!r}: input", empty=True, error=DataError)
         if not isinstance(self.meta, Mapping):
             raise DataError(f"task {self.id!r}: meta must be a mapping, got {type(self.meta).__name__}")
         object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
@@ -92,7 +91,7 @@ def _row_id(row: Mapping[str, Any], index: int, id_field: str | None) -> str:
     if id_field is None:
         return f"r{index:05d}"
     value = _pick(row, index, id_field, "id")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if not (isinstance(value, str) or is_integer(value)):
         raise DataError(f"row {index}: id field {id_field!r} must be a string or an int, got {value!r:.80}")
     return str(value)
 

@@ -6,12 +6,12 @@ async protocol; `agentgrad.providers.sync.complete_sync` is the blocking façade
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from agentgrad.core._checks import integer, number, text
 from agentgrad.providers.errors import InvalidMessageError
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -28,8 +28,7 @@ class Message:
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise InvalidMessageError(f"message role must be one of {sorted(ROLES)}, got {self.role!r}")
-        if not isinstance(self.content, str):
-            raise InvalidMessageError(f"message content must be str, got {type(self.content).__name__}")
+        text(self.content, "message content", empty=True, error=InvalidMessageError)
 
 
 @dataclass(frozen=True)
@@ -42,12 +41,8 @@ class Usage:
 
     def __post_init__(self) -> None:
         for name in ("input_tokens", "output_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidMessageError(f"Usage.{name} must be a non-negative int, got {value!r}")
-        if isinstance(self.cost, bool) or not isinstance(self.cost, (int, float)) or not math.isfinite(self.cost) \
-                or self.cost < 0:
-            raise InvalidMessageError(f"Usage.cost must be a finite non-negative number, got {self.cost!r}")
+            integer(getattr(self, name), f"Usage.{name}", low=0, error=InvalidMessageError)
+        number(self.cost, "Usage.cost", low=0, error=InvalidMessageError)
 
 
 @dataclass(frozen=True)

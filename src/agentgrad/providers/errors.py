@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, ClassVar
 
-from agentgrad.errors import AgentgradError
+from agentgrad.errors import AgentgradError, SystemicError
 
 EXCERPT_CHARS = 200
 
@@ -61,14 +61,14 @@ class ProviderError(AgentgradError):
         return f"{self.kind}: {where}{status}: {self.message}{body}{tries}"
 
 
-class AuthError(ProviderError):
-    """401/403: the key is missing, wrong or lacks permission. Permanent."""
+class AuthError(ProviderError, SystemicError):
+    """401/403: the key is missing, wrong or lacks permission. Permanent: it stops a run at once."""
 
     kind = "auth"
 
 
-class NotFoundError(ProviderError):
-    """404: unknown model or wrong base URL. Permanent."""
+class NotFoundError(ProviderError, SystemicError):
+    """404: unknown model or wrong base URL. Permanent: it stops a run at once."""
 
     kind = "not_found"
 

@@ -9,11 +9,12 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
+from agentgrad.core._checks import is_integer
 from agentgrad.errors import ConfigError
 from agentgrad.providers._loop import LoopScoped
 from agentgrad.providers._shards import ClientShards
@@ -252,10 +253,7 @@ def _usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not (_count(prompt) and _count(completion)):
+    if not (is_integer(prompt, low=0) and is_integer(completion, low=0)):
         return None
     return Usage(prompt, completion)
 
-
-def _count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -13,6 +13,7 @@ from typing import Any
 from agentgrad.runtime.budget import KINDS, RUN_CALLS, Ledger, OutOfBudget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.records import Recorder
+from agentgrad.store.kinds import EventKind
 
 STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: cancelling in-flight work takes 2-6 ms
 
@@ -44,7 +45,7 @@ class Accounts(Recorder):
             raise OutOfBudget(kind)
         call_id = self.calls
         self.calls += 1
-        self.log_soon("dispatch", {"call": call_id, "kind": kind, "reserved": amounts})
+        self.log_soon(EventKind.DISPATCH, {"call": call_id, "kind": kind, "reserved": amounts})
         return call_id, amounts
 
     def affordable(self, kind: str, calls: int) -> bool:
@@ -70,10 +71,10 @@ class Accounts(Recorder):
                 actual["calls"] = 1.0
             error, seconds = outcome.error, outcome.seconds
         self.meter.settle(reserved, actual)
-        self.log_soon("done", {"call": call_id, "kind": kind, "task": subject, "actual": actual,
+        self.log_soon(EventKind.DONE, {"call": call_id, "kind": kind, "task": subject, "actual": actual,
                                "error": error, "seconds": seconds})
         if self.callbacks:
-            self.tell("call", {"call": call_id, "stage": kind, "task": subject, "error": error,
+            self.tell(EventKind.CALL, {"call": call_id, "stage": kind, "task": subject, "error": error,
                                "seconds": seconds, "end": self.clock(), "tokens": actual.get("tokens", 0.0),
                                "cost": actual.get("cost", 0.0)})
 

@@ -74,6 +74,17 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
 
+    def describe(self) -> str:
+        """The limits that are set, e.g. ``calls=300, wall_time=60``."""
+        return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in self.to_dict().items() if v is not None and k in KINDS) or "none"
+
+
+# What `evolve()` and `evolve_skill()` spend when no budget is given: 300 calls of `run` (rollouts and gate
+# evaluations together, GEPA's `max_metric_calls`): enough for the quickstart many times over, and for a few
+# dozen tested proposals on a validation split of 30-100 tasks; a cost or token budget is the user's to add.
+DEFAULT_BUDGET = Budget(calls=300)
+
 
 class Ledger:
     """The account of a run against its `Budget`: used and reserved amounts per kind.

@@ -3,7 +3,8 @@
 `run(rendered, task)`, `propose(rendered, task, output, reward)` and `reward(task, output)` may be plain or
 `async def` functions. Synchronous ones run in a bounded thread pool (an anyio `CapacityLimiter`); every call has
 a timeout. Failures of `run` and `propose` are per-example evidence (`CallOutcome.error`); a broken `reward` is
-systemic and raises `RewardError`.
+systemic and raises `RewardError`, and a `SystemicError` (a rejected key, a missing model) raised by `run` or
+`propose` is not evidence either: it propagates and stops the run.
 
 `Slots` bounds how many calls of one user function run at once; `Caller(threads=n)` bounds how many threads are
 inside synchronous user functions at once. An async function is cancelled cleanly on timeout. A hanging
@@ -26,7 +27,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from agentgrad.errors import RewardError
+from agentgrad.errors import RewardError, SystemicError
 from agentgrad.runtime.fastpath import THREADS, FastPath, timed
 from agentgrad.runtime.priority import PrioritySemaphore
 
@@ -250,6 +251,8 @@ class Caller:
             return CallOutcome(None, str(exc), self.clock() - start, straggler=True)
         except TimeoutError:
             return CallOutcome(None, f"timed out after {self.timeout:g} s", self.clock() - start)
+        except SystemicError:  # a rejected key or a missing model: no example's evidence; the run stops
+            raise
         except Exception as exc:  # noqa: BLE001 - a user function's failure is this example's evidence
             return CallOutcome(None, _describe(exc), self.clock() - start)
         seconds = self.clock() - start

@@ -34,7 +34,7 @@ from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.commit import commit_step
-from agentgrad.store.events import EventLog
+from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
@@ -63,9 +63,8 @@ class Engine(Pacing):
 
     def __init__(self, *, tasks: Mapping[str, Any], train: Sequence[str], val: Sequence[str], artifact: Artifact,
                  strategy: Strategy, user: UserFunctions, config: RunConfig, budget: Budget, store: SQLiteStore,
-                 events: EventLog, aggregator: Aggregator, clock: Callable[[], float],
-                 callbacks: Sequence[Callback] = ()) -> None:
-        super().__init__(events, clock, callbacks)
+                 aggregator: Aggregator, clock: Callable[[], float], callbacks: Sequence[Callback] = ()) -> None:
+        super().__init__(store.journal, clock, callbacks)  # the log shares the store's transactions (`unit`)
         self.tasks, self.train, self.val = tasks, list(train), list(val)
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
         self.store, self.aggregator = store, aggregator
@@ -173,7 +172,7 @@ class Engine(Pacing):
         idle = self.meter.budget.rollouts is None and self.counts["idle_rollouts"] >= threshold
         if idle and not self.counts["idle_stops"]:
             self.counts["idle_stops"] += 1
-            self.emit("idle", {"rollouts_without_a_proposal": self.counts["idle_rollouts"]})
+            self.emit(EventKind.IDLE, {"rollouts_without_a_proposal": self.counts["idle_rollouts"]})
         return idle
 
     async def rollout(self, worker: str, snapshot: Snapshot, task_id: str,
@@ -202,7 +201,8 @@ class Engine(Pacing):
             reward = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
         self.cache.put(snapshot.text, task_id, reward)
         self.watch.scored(snapshot.text, task_id, reward)
-        self.log_soon("rollout", {"task": task_id, "version": snapshot.version, "reward": reward, "worker": worker})
+        self.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
+                                          "worker": worker})
         self.counts["rollouts"] += 1
         self.counts["idle_rollouts"] += 1
         return Rollout(worker, task_id, snapshot, outcome.value if outcome.ok else None, reward, outcome.error)
@@ -256,7 +256,7 @@ class Engine(Pacing):
         self.counts["proposals"] += 1
         self.counts["idle_rollouts"] = 0
         self.hold_open([diff])
-        self.emit("proposal", {"diff": diff.to_dict(), **about})
+        self.emit(EventKind.PROPOSAL, {"diff": diff.to_dict(), **about})
         return diff
 
     def hold_open(self, diffs: Sequence[Diff]) -> None:
@@ -279,7 +279,7 @@ class Engine(Pacing):
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.counts[counter] += 1
         safe = error[:300].encode("utf-8", "backslashreplace").decode("utf-8")
-        self.emit("proposal_failed", {"kind": counter, **about, "error": safe})
+        self.emit(EventKind.PROPOSAL_FAILED, {"kind": counter, **about, "error": safe})
 
     def _is_tabu(self, diff: Diff) -> bool:
         for state in getattr(self.aggregator.state, "states", ()):
@@ -319,10 +319,11 @@ class Engine(Pacing):
                        numbers: Mapping[str, float] | None = None) -> Decision:
         """Record a verdict reached outside the aggregator (gate screen, stale before evaluation, unfinished)."""
         decision = Decision(diff.id, diff.artifact_id, outcome, stage, reason, dict(numbers or {}), fingerprint(diff))
-        self.store.record(diff, evidence, decision)
+        with self.unit():  # the verdict and its event: one transaction
+            self.store.record(diff, evidence, decision)
+            self.emit(EventKind.DECISION, decision.to_dict())
         self.aggregator.observe([decision], self.context())
         self.drop_open(diff.id)
-        self.emit("decision", decision.to_dict())
         return decision
 
     def close_open(self, reason: str) -> int:
@@ -343,10 +344,16 @@ class Engine(Pacing):
     def aggregate(self, candidates: Sequence[Candidate]) -> StepResult:
         """One optimizer step on `candidates`, committed; its inputs are logged first, for resume and replay."""
         started = self.clock()
+        with self.unit():  # its inputs, commits, verdicts, events and checkpoint: one transaction
+            result = self._step(candidates)
+        self.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
+        return result
+
+    def _step(self, candidates: Sequence[Candidate]) -> StepResult:
         ctx = self.context()
         step = self.steps
         self.in_step = True
-        self.emit("step", {"step": step, "now": ctx.now, "head": self.head.version,
+        self.emit(EventKind.STEP, {"step": step, "now": ctx.now, "head": self.head.version,
                            "head_hash": content_hash(self.head.text), "noise": self.noise.to_dict(),
                            "candidates": [candidate_to_dict(c) for c in candidates]})
         result = self.aggregator.step(candidates, ctx)
@@ -357,19 +364,19 @@ class Engine(Pacing):
             parent = version.text
         if versions:
             self.head = Snapshot(versions[-1].number, versions[-1].text)
-        self.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
         self.finish_step(step, result, versions, candidates)
         return result
 
     def finish_step(self, step: int, result: StepResult, versions: Sequence[Version],
                     candidates: Sequence[Candidate] = ()) -> None:
         """Log a step's verdicts, commits and held work in one transaction, then write the checkpoint."""
-        rows: list[tuple[str, Mapping[str, Any]]] = [("decision", {**d.to_dict(), "step": step})
-                                                     for d in result.decisions]
-        rows += [("commit", {"artifact": v.artifact_id, "version": v.number, "diff": v.diff_id}) for v in versions]
+        rows: list[tuple[EventKind, Mapping[str, Any]]] = [(EventKind.DECISION, {**d.to_dict(), "step": step})
+                                                           for d in result.decisions]
+        rows += [(EventKind.COMMIT, {"artifact": v.artifact_id, "version": v.number, "diff": v.diff_id})
+                 for v in versions]
         held = [{"candidate": candidate_to_dict(c), "outcome": result.decision_for(c.diff.id).outcome.value}
                 for c in result.held]
-        rows.append(("step_done", {"step": step, "held": held, "versions": [v.number for v in versions]}))
+        rows.append((EventKind.STEP_DONE, {"step": step, "held": held, "versions": [v.number for v in versions]}))
         self.emit_many(rows)
         final = {d.diff_id for d in result.decisions if d.outcome.final}
         self.noise = self.watch.flush(self.noise.added(c.evidence for c in candidates if c.diff.id in final))
@@ -389,7 +396,7 @@ class Engine(Pacing):
         given), unless a step is half done (then the log, not a checkpoint, says where the run is)."""
         if self.in_step:
             return
-        self.events.put("checkpoint", {
+        self.events.put(CHECKPOINT, {
             "step": self.steps, "seq": self.events.last_seq(), "aggregator": self.aggregator.state_dict(),
             "estimator": self.estimator.state_dict(), "counts": dict(self.counts), "calls": self.calls,
             "promotion": self.promotion.state_dict(), "promotion_due": self.promotion_due,

@@ -21,14 +21,14 @@ from agentgrad.optim.recipes import default
 from agentgrad.optim.schedules import delta_schedule
 from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.async_loop import run_async
-from agentgrad.runtime.budget import Budget, OutOfBudget
+from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget, OutOfBudget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
 from agentgrad.runtime.engine import Callback, Engine, UserFunctions
 from agentgrad.runtime.result import Result, RunUsage
 from agentgrad.runtime.resume import restore
 from agentgrad.runtime.smalldata import gate_power
 from agentgrad.runtime.sync_loop import run_sync
-from agentgrad.store.events import EventLog
+from agentgrad.store.kinds import CONFIG, EventKind
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy
 from agentgrad.strategies.rules import AppendRules
@@ -70,21 +70,21 @@ def _identity(artifact: Artifact, splits: Splits) -> str:
 
 
 def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConfig, budget: Budget,
-              clock: Callable[[], float]) -> tuple[SQLiteStore, EventLog, bool]:
+              clock: Callable[[], float]) -> tuple[SQLiteStore, bool]:
     store = SQLiteStore(run_dir, clock=clock)
-    events = EventLog(run_dir, clock=clock)
-    saved = events.get("config")
+    events = store.journal
+    saved = events.get(CONFIG)
     identity = _identity(artifact, splits)
     if saved is not None:
         if saved["identity"] != identity:
             store.close()
-            events.close()
             raise ConfigError(f"{run_dir} holds another run (different artifact or tasks); use a new store path")
-        return store, events, True
-    store.add_artifact(artifact)
-    events.put("config", {"identity": identity, "artifact": artifact.id, "run": config.describe(),
-                          "budget": budget.to_dict(), "protocol": splits.protocol})
-    return store, events, False
+        return store, True
+    with store.transaction():
+        store.add_artifact(artifact)
+        events.put(CONFIG, {"identity": identity, "artifact": artifact.id, "run": config.describe(),
+                              "budget": budget.to_dict(), "protocol": splits.protocol})
+    return store, False
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -110,7 +110,7 @@ def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
            propose: Callable[..., Any] | None = None, agent: Any = None, strategy: Strategy | None = None,
-           artifact: Artifact | str | None = None, budget: Budget, workers: int | Workers | None = None,
+           artifact: Artifact | str | None = None, budget: Budget | None = None, workers: int | Workers | None = None,
            asynchronous: bool | None = None, staleness: Staleness | None = None, store: str | Path | None = None,
            seed: int | None = None, callbacks: Sequence[Callback] = (), config: RunConfig | None = None,
            clock: Callable[[], float] | None = None) -> Result:
@@ -118,7 +118,9 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
 
     `run(rendered, task)` returns the agent's output; `propose(rendered, task, output, reward)` returns an edit
     (free text or structured) for the strategy (`output` is None when `run` failed on that task);
-    `reward(task, output)` returns a float in [0, 1]. Each may be a plain or an `async def` function; `agent=`
+    `reward(task, output)` returns a float in [0, 1]. Without `budget`, the run spends `DEFAULT_BUDGET`
+    (``Budget(calls=300)``: 300 calls of `run`, rollouts and gate evaluations together; the summary says which
+    budget bound the run). Each may be a plain or an `async def` function; `agent=`
     may supply run, propose (and repair). `store` is the run directory: an existing one is resumed. `workers`,
     `asynchronous`, `staleness` and `seed`, when given, override `config`. `clock` (seconds, monotonic;
     `time.monotonic` by default) is the run's time port: a fake clock makes the optimizer's view of time, and so a
@@ -140,22 +142,21 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
                  len(splits.val), len(splits.train))
     splits = replace(splits, protocol=splits.protocol + power.protocol())
     run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
-    return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget, run_dir,
-                     list(callbacks), clock or time.monotonic)
+    return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget or DEFAULT_BUDGET,
+                     run_dir, list(callbacks), clock or time.monotonic)
 
 
 async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
                   budget: Budget, run_dir: Path, callbacks: list[Callback], clock: Callable[[], float]) -> Result:
-    store, events, resuming = _open_run(run_dir, artifact, splits, config, budget, time.time)
+    store, resuming = _open_run(run_dir, artifact, splits, config, budget, time.time)
     tasks = {t.id: t for t in (*splits.train, *splits.val, *splits.test)}
     engine = Engine(tasks=tasks, train=[t.id for t in splits.train], val=[t.id for t in splits.val],
                     artifact=artifact, strategy=strategy, user=user, config=config, budget=budget, store=store,
-                    events=events, aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks)
+                    aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks)
     try:
         error = await _loop(engine, resuming, held_out_calls=2 * len(splits.test))
     except BaseException:
         store.close()
-        events.close()
         raise
     engine.meter.used["wall_time"] = engine.elapsed()  # the loop's time; closing its books below is not part of it
     engine.close_open("not decided: the run ended (budget, time or an error) before its evaluation finished; "
@@ -168,13 +169,14 @@ async def _loop(engine: Engine, resuming: bool, *, held_out_calls: int) -> Agent
     """Restore (when resuming), set aside the token and cost bound of the held-out calls, and run the loop; the
     agentgrad error that stopped it, if any (logged)."""
     try:
-        engine.tell("started", {"run_dir": str(engine.store.run_dir), "artifact": engine.artifact.id,
+        engine.tell(EventKind.STARTED, {"run_dir": str(engine.store.run_dir), "artifact": engine.artifact.id,
                                 "resuming": resuming, "config": engine.config.describe(),
                                 "budget": engine.meter.budget.to_dict(),
                                 "splits": {"train": len(engine.train), "val": len(engine.val)}})
         pending = restore(engine) if resuming else []
         if resuming:
-            engine.emit("resumed", {"steps": engine.steps, "used": engine.meter.used, "in_flight": len(pending)})
+            engine.emit(EventKind.RESUMED, {"steps": engine.steps, "used": engine.meter.used,
+                                            "in_flight": len(pending)})
         engine.held_out_affordable = not held_out_calls or engine.meter.hold(held_out_calls)
         if not engine.held_out_affordable:
             log.warning("the token or cost budget cannot set aside the held-out evaluation (%d calls at the "
@@ -185,7 +187,7 @@ async def _loop(engine: Engine, resuming: bool, *, held_out_calls: int) -> Agent
     except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
         error = systemic(exc)
         log.error("agentgrad run in %s failed: %s: %s", engine.store.run_dir, type(error).__name__, error)
-        engine.emit("failed", {"error": f"{type(error).__name__}: {error}"})
+        engine.emit(EventKind.FAILED, {"error": f"{type(error).__name__}: {error}"})
         return error
     return None
 
@@ -223,7 +225,7 @@ async def _held_out_pair(engine: Engine, start: str, final: str, test_ids: Seque
     engine.held_out_amounts = engine.meter.unhold(len(test_ids) * (1 if final == start else 2))
     if not engine.held_out_affordable:
         return None, None, "; the token or cost budget could not cover the held-out evaluation: not measured"
-    engine.tell("held_out", {"tasks": len(test_ids), "texts": 1 if final == start else 2})
+    engine.tell(EventKind.HELD_OUT, {"tasks": len(test_ids), "texts": 1 if final == start else 2})
     texts = [start] if final == start else [start, final]
     means: dict[str, float | None] = {}
 
@@ -263,8 +265,7 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
         protocol += "; the run failed: the held-out reward was not measured"
     result = Result(final, engine.strategy.render(final.text), learned, baseline, protocol,
                     tuple(store.history(artifact.id)), usage, dict(engine.counts), tuple(store.decisions()),
-                    run_dir, error)
-    engine.emit("finished", {"ok": result.ok, "test_reward": learned, "baseline": baseline})
-    store.close()
-    engine.events.close()
+                    run_dir, error, engine.meter.budget)
+    engine.emit(EventKind.FINISHED, {"ok": result.ok, "test_reward": learned, "baseline": baseline})
+    store.close()  # writes the journal's deferred events, catches the git mirror up
     return result

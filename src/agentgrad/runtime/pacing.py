@@ -25,6 +25,7 @@ from agentgrad.runtime.records import Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.runtime.split import SplitFigures, may_explore
+from agentgrad.store.kinds import EventKind
 
 BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gate workers' work is waiting
 STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening meanwhile starts anyway
@@ -133,8 +134,8 @@ class Pacing(Accounts):
         if kept is None:
             return None
         reward, output = kept
-        self.log_soon("rollout", {"task": task_id, "version": snapshot.version, "reward": reward, "worker": worker,
-                                  "reused": True})
+        self.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
+                                          "worker": worker, "reused": True})
         self.counts["reused_rollouts"] += 1
         self.counts["idle_rollouts"] += 1
         return Rollout(worker, task_id, snapshot, output, reward, None)

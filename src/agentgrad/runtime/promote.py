@@ -30,6 +30,7 @@ from agentgrad.optim.stats import prob_improvement
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Snapshot
+from agentgrad.store.kinds import EventKind
 
 REVERT_CONFIDENCE = 0.9  # how sure the leave-one-out must be that a commit hurts before it is reverted
 
@@ -88,7 +89,7 @@ async def maybe_promote(engine: Engine) -> bool:
     try:
         scores = await engine.gate.score_pairs((dev.text, stable.text), engine.val)
     except OutOfBudget:
-        engine.emit("promotion", {"dev": dev.number, "stable": stable.number, "outcome": "no budget left"})
+        engine.emit(EventKind.PROMOTION, {"dev": dev.number, "stable": stable.number, "outcome": "no budget left"})
         return False
     check = Check(dev.number, stable.number, sum(d for d, _ in scores.values()) / len(scores),
                   sum(s for _, s in scores.values()) / len(scores))
@@ -96,11 +97,12 @@ async def maybe_promote(engine: Engine) -> bool:
     engine.promotion.confirm(passed)
     about = {"dev": dev.number, "stable": stable.number, "dev_val": check.dev_val, "stable_val": check.stable_val}
     if passed:
-        engine.store.promote_to({artifact_id: dev.number})
-        engine.emit("promotion", {**about, "outcome": "promoted"})
+        with engine.unit():  # the stable move and its event: one transaction
+            engine.store.promote_to({artifact_id: dev.number})
+            engine.emit(EventKind.PROMOTION, {**about, "outcome": "promoted"})
         return True
     reverted, complete = await revert_harmful(engine, dev, check, scores)
-    engine.emit("promotion", {**about, "outcome": "kept stable", "reverted": [v.number for v in reverted],
+    engine.emit(EventKind.PROMOTION, {**about, "outcome": "kept stable", "reverted": [v.number for v in reverted],
                               "attribution": "done" if complete else "no budget left"})
     return False
 
@@ -170,7 +172,7 @@ def revert(engine: Engine, loo: LeaveOneOut, check: Check) -> Version | None:
     about = {"diff": loo.original.id, "version": loo.version, "head": head.number}
     moved = rebase(loo.inverse, head.text, head.number)
     if isinstance(moved, Conflict) or not moved.ops:
-        engine.emit("revert", {**about, "outcome": "does not rebase onto the head"})
+        engine.emit(EventKind.REVERT, {**about, "outcome": "does not rebase onto the head"})
         return None
     reason = _reason(loo, check)
     numbers = {"dev_version": check.dev, "stable_version": check.stable, "dev_val": check.dev_val,
@@ -179,12 +181,14 @@ def revert(engine: Engine, loo: LeaveOneOut, check: Check) -> Version | None:
     inverse = Diff(artifact_id, head.number, moved.ops, author=loo.original.author,
                    rationale=f"revert {loo.original.id}: {reason}")
     try:
-        version = engine.store.revert_commit(loo.original.id, inverse, reason=reason, numbers=numbers,
-                                             expected=head.number)
+        with engine.unit():  # the revert commit, both verdicts and the events: one transaction
+            version = engine.store.revert_commit(loo.original.id, inverse, reason=reason, numbers=numbers,
+                                                 expected=head.number)
+            _note(engine, loo.original, inverse, version, {**about, "outcome": "reverted", "reason": reason,
+                                                           **numbers})
     except StaleHeadError:
-        engine.emit("revert", {**about, "outcome": "dev moved meanwhile"})
+        engine.emit(EventKind.REVERT, {**about, "outcome": "dev moved meanwhile"})
         return None
-    _note(engine, loo.original, inverse, version, {**about, "outcome": "reverted", "reason": reason, **numbers})
     return version
 
 
@@ -195,6 +199,7 @@ def _note(engine: Engine, original: Diff, inverse: Diff, version: Version, about
     engine.counts["reverted"] += 1
     verdicts = [engine.store.decisions(diff_id=original.id)[-1], engine.store.decisions(diff_id=inverse.id)[-1]]
     engine.aggregator.observe(verdicts, engine.context())
-    engine.emit_many([*(("decision", d.to_dict()) for d in verdicts),
-                      ("commit", {"artifact": version.artifact_id, "version": version.number, "diff": inverse.id}),
-                      ("revert", {**about, "revert_version": version.number, "revert_diff": inverse.id})])
+    engine.emit_many([*((EventKind.DECISION, d.to_dict()) for d in verdicts),
+                      (EventKind.COMMIT, {"artifact": version.artifact_id, "version": version.number,
+                                          "diff": inverse.id}),
+                      (EventKind.REVERT, {**about, "revert_version": version.number, "revert_diff": inverse.id})])

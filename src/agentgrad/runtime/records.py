@@ -7,8 +7,8 @@ together (the verdicts, commits and held work of one optimizer step) are logged 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
 from agentgrad.optim.base import Candidate
 from agentgrad.store.events import EventLog
+from agentgrad.store.kinds import WALL, EventKind
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,9 @@ class Recorder:
         self.in_step = False
         self.wall_every = WALL_EVERY
         self._group: anyio.Event | None = None  # set to ask the flusher for a write; None: write at once
+        self._told: list[tuple[EventKind, Mapping[str, Any]]] | None = None  # inside `unit`: events the callbacks await
 
-    def log_soon(self, kind: str, payload: Mapping[str, Any]) -> None:
+    def log_soon(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
         """Log a frequent event (dispatch, done): inside `group_commit` it is written with the others of this turn
         of the event loop, in one transaction, before any task that logged it runs again."""
         group = self._group
@@ -111,7 +113,7 @@ class Recorder:
                 self.events.flush()
                 if self.clock() - noted >= self.wall_every:  # a killed run loses at most about this much time
                     noted = self.clock()
-                    self.events.put("wall", {"wall_time": self.elapsed()})
+                    self.events.put(WALL, {"wall_time": self.elapsed()})
 
         try:
             async with anyio.create_task_group() as group:
@@ -125,23 +127,45 @@ class Recorder:
             self._group = None
             self.events.flush()
 
-    def emit(self, kind: str, payload: Mapping[str, Any]) -> None:
-        """Log an event durably, then tell the callbacks."""
-        self.events.append(kind, payload)
-        for callback in self.callbacks:
-            callback(kind, payload)
+    @contextmanager
+    def unit(self) -> Iterator[None]:
+        """One unit of work: the store writes and events inside the block commit together in one transaction
+        (`SQLiteStore.transaction`, which the log shares), or none do; the callbacks hear of the events after the
+        commit. Nested units join the outer one."""
+        if self._told is not None:
+            yield
+            return
+        self._told = []
+        try:
+            with self.events.transaction():
+                yield
+            told = self._told
+        finally:
+            self._told = None
+        for kind, payload in told:
+            self.tell(kind, payload)
 
-    def tell(self, kind: str, payload: Mapping[str, Any]) -> None:
+    def emit(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
+        """Log an event durably (with the enclosing `unit`, if any), then tell the callbacks."""
+        self.events.append(kind, payload)
+        self._heard(kind, payload)
+
+    def tell(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
         """Tell the callbacks about an event that is not logged on its own (e.g. `call`: its `done` row is)."""
         for callback in self.callbacks:
             callback(kind, payload)
 
-    def emit_many(self, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    def emit_many(self, rows: Sequence[tuple[EventKind, Mapping[str, Any]]]) -> None:
         """Log several events in one transaction (all or none), then tell the callbacks."""
         self.events.append_many(rows)
         for kind, payload in rows:
-            for callback in self.callbacks:
-                callback(kind, payload)
+            self._heard(kind, payload)
+
+    def _heard(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
+        if self._told is None:
+            self.tell(kind, payload)
+        else:
+            self._told.append((kind, payload))
 
     def elapsed(self) -> float:
         """Wall time of this run so far, over resumes."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from agentgrad.core.artifact import Artifact, Version
 from agentgrad.core.decision import Decision, Outcome
+from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Result:
         counts: event counters (screened out, tabu skips, stragglers, run errors, ...).
         error: the exception that stopped the run, if any (the run then failed, loudly).
         run_dir: where the store, the event log and the git mirror live.
+        budget: the limits the run was given (`DEFAULT_BUDGET` when `evolve` got none).
     """
 
     artifact: Artifact
@@ -66,6 +68,7 @@ class Result:
     decisions: tuple[Decision, ...] = field(repr=False)
     run_dir: Path
     error: BaseException | None = None
+    budget: Budget | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,7 +95,9 @@ class Result:
         held_out = "not measured" if self.test_reward is None else \
             f"{self.baseline_test_reward:.3f} -> {self.test_reward:.3f}"
         status = "ok" if self.ok else f"FAILED: {type(self.error).__name__}: {self.error}"
-        return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n"
+        budget = "" if self.budget is None else f"budget: {self.budget.describe()}" + (
+            " (the default: pass budget= to change it)" if self.budget == DEFAULT_BUDGET else "") + "\n"
+        return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n{budget}"
                 f"versions: {len(self.history) - 1} committed; verdicts: {mix}\n"
                 f"usage: {self.usage.rollouts} rollouts, {self.usage.proposals} proposals, "
                 f"{self.usage.gate_evals} gate evals ({self.usage.gate_share:.0%} of run calls), "

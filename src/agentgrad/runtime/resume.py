@@ -2,11 +2,10 @@
 
 Resume: budgets are rebuilt from the dispatch and done events (a call dispatched but never finished counts as
 spent, so a resumed run can never overshoot); the aggregator and the scheduler come back from the last
-checkpoint, then every later event is applied in log order: verdicts reached outside a step are observed, and an
-optimizer step that was logged but never finished (the process died inside it) is re-run from its logged inputs.
-Its accepted diffs are committed unless the store already has them (a step commits in one transaction, so it is
-all or none), and its verdicts are logged once: no commit is lost or duplicated. Work that was in flight (held
-candidates, proposals without a verdict) is handed back to the runtime to be evaluated again.
+checkpoint, then the verdicts reached outside a step after it are observed in log order. An optimizer step writes
+its inputs, commits, verdicts, events and the checkpoint in one transaction (`Engine.aggregate`): a process killed
+inside it leaves none of it, so no commit is lost or duplicated and nothing needs reconciling. Work that was in
+flight (held candidates, proposals without a verdict) is handed back to the runtime to be evaluated again.
 
 Replay: re-runs every logged step through a fresh aggregator and reports any verdict that differs from the log.
 """
@@ -28,8 +27,8 @@ from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.runtime.budget import BOUNDED, KINDS
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Snapshot, candidate_from_dict
-from agentgrad.store.commit import commit_step
 from agentgrad.store.events import Event, EventLog
+from agentgrad.store.kinds import CHECKPOINT, WALL, EventKind
 from agentgrad.store.sqlite import SQLiteStore
 
 Work = list[tuple[Candidate, Outcome]]
@@ -46,9 +45,9 @@ def meter_from_events(events: EventLog) -> dict[str, dict[str, float]]:
     used = dict.fromkeys(KINDS, 0.0)
     bound = dict.fromkeys(BOUNDED, 0.0)
     open_calls: dict[int, Mapping[str, float]] = {}
-    for event in events.read(["dispatch", "done"]):
+    for event in events.read([EventKind.DISPATCH, EventKind.DONE]):
         call = int(event.payload["call"])
-        if event.kind == "dispatch":
+        if event.kind == EventKind.DISPATCH:
             open_calls[call] = event.payload["reserved"]
             continue
         open_calls.pop(call, None)
@@ -76,42 +75,25 @@ def _is_step_verdict(event: Event) -> bool:
     return "step" in event.payload
 
 
-def _next_call_after_stored_diffs(engine: Engine) -> int:
-    """One past the highest call number any stored diff id carries (ids are `p<call>`): the store may hold a diff
-    whose events a killed process never wrote, and a new diff must never reuse its id."""
-    numbers = [int(d.diff_id[1:7]) for d in engine.store.decisions()
-               if len(d.diff_id) >= 7 and d.diff_id[0] == "p" and d.diff_id[1:7].isdigit()]
-    return max(numbers, default=-1) + 1
-
-
 def restore(engine: Engine) -> Work:
-    """Bring a fresh engine up to where the run directory's log says the run was; return the work in flight."""
+    """Bring a fresh engine up to where the run directory's log says the run was; return the work in flight.
+
+    A step's events, commits, verdicts and checkpoint were written in one transaction (`Engine.aggregate`), so
+    the checkpoint covers every step in the log; after it come only verdicts reached outside a step (the gate's),
+    which are observed again in order."""
     events = engine.events
     engine.meter.load_state_dict(meter_from_events(events))
-    engine.calls = max(events.count("dispatch"), _next_call_after_stored_diffs(engine))
-    checkpoint = events.get("checkpoint")
-    done_steps, after = 0, 0
-    if checkpoint is not None:
-        engine.aggregator.load_state_dict(checkpoint["aggregator"])
-        engine.estimator.load_state_dict(checkpoint["estimator"])
-        if "promotion" in checkpoint:
-            engine.promotion.load_state_dict(checkpoint["promotion"])
-            engine.promotion_due = bool(checkpoint.get("promotion_due", False))
-        engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
-        engine.noise = NoiseEstimate.load(checkpoint.get("noise"))
-        engine.wall_before = float(checkpoint["wall_time"])
-        done_steps, after = int(checkpoint["step"]), int(checkpoint["seq"])
-    noted = events.get("wall")  # written while the loop ran: later than the checkpoint if the process was killed
+    engine.calls = events.count(EventKind.DISPATCH)
+    after = _load_checkpoint(engine, events.get(CHECKPOINT))
+    noted = events.get(WALL)  # written while the loop ran: later than the checkpoint if the process was killed
     if noted is not None:
         engine.wall_before = max(engine.wall_before, float(noted["wall_time"]))
     engine.meter.used["wall_time"] = engine.wall_before
-    engine.steps = done_steps
-    finished = {int(e.payload["step"]) for e in events.read(["step_done"])}
-    for event in events.read(["step", "decision"], after=after):
-        if event.kind == "decision" and not _is_step_verdict(event):
-            engine.aggregator.observe([Decision.from_dict(event.payload)], engine.context())
-        elif event.kind == "step" and int(event.payload["step"]) >= done_steps:
-            _redo_step(engine, event, logged=int(event.payload["step"]) in finished)
+    for event in events.read([EventKind.STEP, EventKind.DECISION], after=after):
+        if event.kind == EventKind.STEP or _is_step_verdict(event):
+            raise StateDictError(f"{engine.store.run_dir}: step {event.payload['step']} is in the log after the "
+                                 "last checkpoint (a run directory written by an older agentgrad); start a new run")
+        engine.aggregator.observe([Decision.from_dict(event.payload)], engine.context())
     head = engine.store.head(engine.artifact.id)
     engine.head = Snapshot(head.number, head.text)
     pending = _in_flight(engine)
@@ -119,54 +101,35 @@ def restore(engine: Engine) -> Work:
     return pending
 
 
-def _redo_step(engine: Engine, event: Event, *, logged: bool) -> None:
-    """Re-run a step the checkpoint does not cover; if it never finished, commit and log what it decided."""
-    ctx = _context(engine.store, engine.artifact, event.payload)
-    step = int(event.payload["step"])
-    candidates = [candidate_from_dict(c) for c in event.payload["candidates"]]
-    result = engine.aggregator.step(candidates, ctx)
-    engine.steps = step + 1
-    engine.noise = ctx.noise or NoiseEstimate()
-    if logged:
-        final = {d.diff_id for d in result.decisions if d.outcome.final}
-        engine.noise = engine.noise.added(c.evidence for c in candidates if c.diff.id in final)
-        return
-    engine.counts["replayed_steps"] += 1
-    committed = {v.diff_id: v for v in engine.store.history(engine.artifact.id)}
-    present = [committed[c.diff.id] for c in result.accepted if c.diff.id in committed]
-    if not present:
-        versions = commit_step(engine.store, result, candidates)
-    elif len(present) == len(result.accepted):
-        versions = present
-        commit_step(engine.store, StepResult((), result.decisions, result.held), candidates)  # verdicts only
-    else:
-        raise StateDictError(f"step {step}: the store holds only some of the diffs this step accepted")
-    engine.in_step = True
-    engine.finish_step(step, result, versions, candidates)
+def _load_checkpoint(engine: Engine, checkpoint: Mapping[str, Any] | None) -> int:
+    """Restore the engine's state from the last checkpoint, if any; the log sequence number it covers."""
+    if checkpoint is None:
+        return 0
+    engine.aggregator.load_state_dict(checkpoint["aggregator"])
+    engine.estimator.load_state_dict(checkpoint["estimator"])
+    engine.promotion.load_state_dict(checkpoint["promotion"])
+    engine.promotion_due = bool(checkpoint["promotion_due"])
+    engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
+    engine.noise = NoiseEstimate.load(checkpoint.get("noise"))
+    engine.wall_before = float(checkpoint["wall_time"])
+    engine.steps = int(checkpoint["step"])
+    return int(checkpoint["seq"])
 
 
 def _in_flight(engine: Engine) -> Work:
-    """Proposals and held candidates without a final verdict, in log order.
-
-    A verdict the store has but the log lost (the process died between the two writes) is logged now.
-    """
+    """Proposals and held candidates without a final verdict, in log order (a verdict and its event were written
+    together, so the log alone tells)."""
     pending: dict[str, tuple[Candidate, Outcome]] = {}
-    for event in engine.events.read(["proposal", "decision", "step_done"]):
-        if event.kind == "proposal":
+    for event in engine.events.read([EventKind.PROPOSAL, EventKind.DECISION, EventKind.STEP_DONE]):
+        if event.kind == EventKind.PROPOSAL:
             diff = Diff.from_dict(event.payload["diff"])
             pending[diff.id] = (Candidate(diff, Evidence(())), Outcome.RECHECK)
-        elif event.kind == "step_done":
+        elif event.kind == EventKind.STEP_DONE:
             for item in event.payload["held"]:
                 candidate = candidate_from_dict(item["candidate"])
                 pending[candidate.diff.id] = (candidate, Outcome(item["outcome"]))
         elif Outcome(event.payload["outcome"]).final:
             pending.pop(event.payload["diff_id"], None)
-    for diff_id in list(pending):
-        stored = engine.store.decisions(diff_id=diff_id)
-        if stored and stored[-1].outcome.final:
-            engine.aggregator.observe([stored[-1]], engine.context())
-            engine.emit("decision", stored[-1].to_dict())
-            del pending[diff_id]
     engine.hold_open([c.diff for c, _ in pending.values()])
     return list(pending.values())
 
@@ -193,8 +156,8 @@ def replay(events: EventLog, store: SQLiteStore, aggregator: Aggregator, artifac
                                      "head_hash": content_hash(store.version(artifact.id, 0).text)})
     results: dict[int, StepResult] = {}
     logged: dict[int, list[Decision]] = {}
-    for event in events.read(["step", "decision"]):
-        if event.kind == "step":
+    for event in events.read([EventKind.STEP, EventKind.DECISION]):
+        if event.kind == EventKind.STEP:
             step = int(event.payload["step"])
             if step in results:
                 continue  # a step logged twice (cannot happen; never re-run it)

@@ -24,6 +24,7 @@ from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Proposed, Snapshot
 from agentgrad.runtime.replicate import is_fresh, replicate
+from agentgrad.store.kinds import EventKind
 
 REPAIR_SUFFIX = "-repair"
 
@@ -87,7 +88,7 @@ async def repair(engine: Engine, diff: Diff) -> Proposed | None:
     engine.counts["repairs"] += 1
     about = {"task": None, "worker": diff.author, "repair_of": diff.id}
     repaired = engine.diff_from(outcome, head, diff.id + REPAIR_SUFFIX, diff.author, f"repair of {diff.id}", about)
-    engine.emit("repair", {"diff": diff.id, "repaired": None if repaired is None else repaired.id,
+    engine.emit(EventKind.REPAIR, {"diff": diff.id, "repaired": None if repaired is None else repaired.id,
                            "head": head.version, "error": outcome.error})
     return None if repaired is None else Proposed(repaired, head, None)
 

@@ -89,3 +89,19 @@ CREATE TABLE IF NOT EXISTS mirror (
     seq INTEGER PRIMARY KEY REFERENCES versions(seq),
     sha TEXT NOT NULL
 );
+
+-- The run's event log (`EventLog`, `SQLiteStore.journal`): every dispatch, result, proposal, decision and commit,
+-- in order; written in the same transactions as the store writes they are about.
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    at REAL NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
+
+-- Named JSON documents of the run: its configuration, the latest checkpoint, the wall time noted while it ran.
+CREATE TABLE IF NOT EXISTS run_state (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);

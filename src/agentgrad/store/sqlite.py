@@ -9,10 +9,9 @@ git repository at ``<run_dir>/library.git`` (in batches; see `sync_git`).
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,9 +30,11 @@ from agentgrad.errors import (
     UnknownVersionError,
 )
 from agentgrad.store import codec, mirroring, tables
+from agentgrad.store.events import EventLog
 from agentgrad.store.gitmirror import GitMirror
+from agentgrad.store.transaction import Transactions
 
-DB_NAME = "agentgrad.db"
+DB_NAME = tables.DB_NAME
 GIT_NAME = "library.git"
 _TEXT_CACHE = 512
 
@@ -62,47 +63,28 @@ class SQLiteStore:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._clock = clock
-        self._lock = threading.RLock()
         self._texts: dict[str, str] = {}
         self._conn = tables.connect(self.run_dir / DB_NAME, busy_timeout)
+        self._tx = Transactions(self._conn, str(self.run_dir / DB_NAME))
+        self._lock, self._write, self._read = self._tx.lock, self._tx.write, self._tx.read
+        self.journal = EventLog.sharing(self._tx, clock=clock)
         self._mirror: GitMirror | None = None
         if git:
             with self._write():  # serialises creating the repository with other openers
                 self._mirror = GitMirror(self.run_dir / GIT_NAME)
 
-    # -- plumbing ---------------------------------------------------------------------------------------------
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE): all or nothing, one writer at a time across processes."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: one consistent snapshot for several queries."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                conn.execute("COMMIT")
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One unit of work: every store write and `journal` event inside the block commits together when it
+        ends, or none does (``BEGIN IMMEDIATE``; a write inside joins it). The git mirror catches up after the
+        commit. An optimizer step's commits, verdicts, events and checkpoint go in one such block."""
+        return self._write()
 
     def close(self) -> None:
-        """Catch the git mirror up, then close the database and the repository."""
+        """Write the journal's deferred events, catch the git mirror up, then close the database and the repository."""
         with self._lock:
             try:
-                if self._mirror is not None:
-                    self.sync_git()
+                self.journal.flush()
+                self._sync_mirror()
             finally:
                 if self._mirror is not None:
                     self._mirror.close()
@@ -326,8 +308,7 @@ class SQLiteStore:
                           [(dev[a], a) for a in changed])
             if changed:
                 tables.log_stable(c, "promote " + ", ".join(f"{a} v{dev[a]}" for a in changed), now)
-        if self._mirror is not None:
-            self.sync_git()
+            self._tx.after_commit(self._sync_mirror)
         return {a: dev[a] for a in ids}
 
     def promote_to(self, versions: Mapping[str, int]) -> dict[str, int]:
@@ -352,8 +333,7 @@ class SQLiteStore:
                           [(n, a) for a, n in changed.items()])
             if changed:
                 tables.log_stable(c, "promote " + ", ".join(f"{a} v{n}" for a, n in sorted(changed.items())), now)
-        if self._mirror is not None:
-            self.sync_git()
+            self._tx.after_commit(self._sync_mirror)
         return dict(versions)
 
     # -- reading the log --------------------------------------------------------------------------------------
@@ -398,6 +378,10 @@ class SQLiteStore:
             if self._mirror is None:
                 return 0
             return mirroring.sync(self._conn, self._mirror, self._write, batch=batch)
+
+    def _sync_mirror(self) -> None:
+        if self._mirror is not None:
+            self.sync_git()
 
     def git_lag(self) -> int:
         """How many committed versions the git mirror is behind."""

@@ -18,8 +18,10 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.core.ids import validate_id
 from agentgrad.errors import InvalidIdError, StateDictError, UnknownArtifactError, UnknownVersionError
 from agentgrad.store import codec
+from agentgrad.store.transaction import damage_reported
 
-SCHEMA_VERSION = 1
+DB_NAME = "agentgrad.db"  # the run directory's database: the store and its event log
+SCHEMA_VERSION = 2  # 2: the event log tables joined the schema (a version 1 file is upgraded in place)
 BRANCHES = ("dev", "stable")
 
 _HEAD = """
@@ -50,20 +52,25 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     """
     conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        found = conn.execute("PRAGMA user_version").fetchone()[0]
-        if found > SCHEMA_VERSION:
-            raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
-        if found < SCHEMA_VERSION:
-            schema = resources.files("agentgrad.store").joinpath("schema.sql").read_text("utf-8")
-            conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
+        with damage_reported(str(path)):
+            _prepare(conn, path, busy_timeout)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
+    if found < SCHEMA_VERSION:
+        schema = resources.files("agentgrad.store").joinpath("schema.sql").read_text("utf-8")
+        conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
 
 
 def check_branch(branch: str) -> str:

@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeAlias
 
+from agentgrad.core import _checks
 from agentgrad.core.diff import Diff, apply_op, simplify
 from agentgrad.core.ops import Action, Op
 from agentgrad.core.units import Document, Scope, parse, unit_key
-from agentgrad.errors import ApplyConflictError, ConfigError, InvalidOpError, InvalidProposalError
+from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError
 
 RawProposal: TypeAlias = str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
 DEFAULT_MAX_CHARS = 20_000
@@ -183,14 +184,12 @@ class UnitStrategy:
     max_chars: int = DEFAULT_MAX_CHARS
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
-            raise ConfigError(f"{self.name}: max_chars must be a positive int, got {self.max_chars!r}")
+        _checks.integer(self.max_chars, f"{self.name}: max_chars", low=1)
 
     def ops(self, proposal: RawProposal, text: str) -> tuple[Op, ...]:
         """The ops that carry `proposal` out on `text`; raises `InvalidProposalError` for a bad proposal."""
         checked = check_proposal(proposal, self.max_chars, self.name)
-        if not isinstance(text, str):
-            raise InvalidProposalError(f"{self.name}: the artifact text must be a string, got {type(text).__name__}")
+        _checks.text(text, f"{self.name}: the artifact text", empty=True, error=InvalidProposalError)
         with proposal_errors(self.name):
             planner = Planner(self.scope, text)
             for edit in self._edits(checked):

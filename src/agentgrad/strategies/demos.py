@@ -32,10 +32,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentgrad.core._checks import integer
 from agentgrad.core.diff import apply_ops
 from agentgrad.core.ops import Action, Op
 from agentgrad.core.units import Scope, normalise
-from agentgrad.errors import ConfigError, InvalidProposalError
+from agentgrad.errors import InvalidProposalError
 from agentgrad.strategies.base import Edit, Planner, RawProposal, Strategy, UnitStrategy, check_proposal
 from agentgrad.strategies.rules import AppendRules
 
@@ -193,9 +194,7 @@ class Demonstrations(UnitStrategy):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("max_examples", "max_input", "max_answer"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{self.name}: {name} must be a positive int, got {value!r}")
+            integer(getattr(self, name), f"{self.name}: {name}", low=1)
 
     def ops(self, proposal: RawProposal, text: str) -> tuple[Op, ...]:
         """The example ops of `proposal`, then the ops its other lines ask of `rules` (free text only).

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import math
 
+from agentgrad.core._checks import number
 from agentgrad.errors import ConfigError
 
 
 def _check(dt: float, what: str) -> float:
-    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt):
-        raise ConfigError(f"FakeClock.{what} needs a finite number of seconds, got {dt!r}")
-    return float(dt)
+    return number(dt, f"FakeClock.{what}")
 
 
 class FakeClock:

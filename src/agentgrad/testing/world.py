@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
+from agentgrad.core._checks import integer, number, probability
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.diff import apply_ops
 from agentgrad.core.ops import Op
@@ -92,22 +93,15 @@ class WorldConfig:
 
     def __post_init__(self) -> None:
         for name, low in (("n_categories", 1), ("tasks_per_category", 1), ("n_methods", 2), ("seed", None)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-                raise ConfigError(f"WorldConfig.{name} must be an int{f' >= {low}' if low else ''}, got {value!r}")
+            integer(getattr(self, name), f"WorldConfig.{name}", low=low)
         for name in _PROBABILITIES:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ConfigError(f"WorldConfig.{name} must be a probability in [0, 1], got {value!r}")
+            probability(getattr(self, name), f"WorldConfig.{name}")
         for group in (("p_right", "p_junk", "p_contradict", "p_duplicate"), SPLITS):
             total = sum(getattr(self, name) for name in group)
             if not math.isclose(total, 1.0, abs_tol=1e-9):
                 raise ConfigError(f"WorldConfig: {' + '.join(group)} must sum to 1, got {total!r}")
-        if isinstance(self.zipf, bool) or not isinstance(self.zipf, (int, float)) or not 0.0 <= self.zipf < math.inf:
-            raise ConfigError(f"WorldConfig.zipf must be a finite number >= 0, got {self.zipf!r}")
-        overrides = self.n_overrides
-        if isinstance(overrides, bool) or not isinstance(overrides, int) or not 0 <= overrides <= self.n_categories:
-            raise ConfigError(f"WorldConfig.n_overrides must be an int in [0, n_categories], got {overrides!r}")
+        number(self.zipf, "WorldConfig.zipf", low=0)
+        integer(self.n_overrides, "WorldConfig.n_overrides", low=0, high=self.n_categories)
 
     def category_sizes(self) -> tuple[int, ...]:
         """The number of tasks of each category, largest first (all `tasks_per_category` when zipf is 0)."""

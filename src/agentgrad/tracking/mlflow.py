@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from agentgrad.core._checks import integer, one_of
 from agentgrad.errors import ConfigError
 from agentgrad.store.sqlite import SQLiteStore
 
@@ -75,10 +76,8 @@ class MlflowTracker:
             from mlflow.tracking import MlflowClient
         except ImportError as exc:
             raise ConfigError("MlflowTracker needs MLflow: pip install 'agentgrad[mlflow]'") from exc
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ConfigError(f"MlflowTracker(every=...) must be an int >= 1, got {every!r}")
-        if on_error not in ("raise", "warn"):
-            raise ConfigError(f"MlflowTracker(on_error=...) must be 'raise' or 'warn', got {on_error!r}")
+        integer(every, "MlflowTracker(every=...)", low=1)
+        one_of(on_error, "MlflowTracker(on_error=...)", ("raise", "warn"))
         self._entities: Any = entities
         self._failures: tuple[type[BaseException], ...] = (MlflowException, OSError)
         self.client: Any = MlflowClient(tracking_uri=tracking_uri)

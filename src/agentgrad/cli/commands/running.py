@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from agentgrad.cli.config import CliConfig, ConfigSource, load_config, parse_config
+from agentgrad.cli.config import ConfigSource, load_config, parse_config
 from agentgrad.cli.output import FAILED, INTERRUPTED, OK, USAGE, emit_json, fail, guarded, say, warn
 from agentgrad.cli.rundir import RunDir, process_alive
 from agentgrad.errors import AgentgradError
 
 if TYPE_CHECKING:
     from agentgrad.cli.launch import Callback
+    from agentgrad.cli.schema import CliConfig
     from agentgrad.runtime.result import Result
 
 

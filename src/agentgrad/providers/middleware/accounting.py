@@ -6,7 +6,6 @@ passing your own mapping, e.g. `{**DEFAULT_PRICES, "my-model": (0.5, 1.5)}`; not
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections import Counter
@@ -15,6 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from agentgrad.core._checks import is_integer, is_number
 from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.providers.base import Completion, Message, Provider, Usage
 from agentgrad.providers.errors import ProviderError
@@ -49,8 +49,7 @@ def price_of(prices: Prices, model: str) -> tuple[float, float] | None:
 def check_prices(prices: Prices) -> Prices:
     """`prices` if every entry is a pair of finite non-negative numbers; raises `ConfigError` naming the bad one."""
     for model, pair in prices.items():
-        ok = isinstance(pair, tuple) and len(pair) == 2 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in pair)
+        ok = isinstance(pair, tuple) and len(pair) == 2 and all(is_number(v, low=0) for v in pair)
         if not ok:
             raise ConfigError(f"price of {model!r} must be (usd per 1M input, usd per 1M output), got {pair!r}")
     return prices
@@ -151,11 +150,7 @@ def _parse_state(state: Mapping[str, Any]) -> tuple[dict[str, Tally], dict[str, 
 
 
 def _count(value: Any, real: bool) -> bool:
-    if isinstance(value, bool):
-        return False
-    if real:
-        return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-    return isinstance(value, int) and value >= 0
+    return is_number(value, low=0) if real else is_integer(value, low=0)
 
 
 class Accounting(Middleware):

@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from agentgrad.errors import ConfigError
+from agentgrad.core._checks import integer, number
 from agentgrad.providers.base import Completion, Message, Provider
 from agentgrad.providers.middleware.base import Middleware
 
@@ -20,8 +20,7 @@ class ConcurrencyLimit(Middleware):
     """
 
     def __init__(self, inner: Provider, limit: int) -> None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"ConcurrencyLimit needs an int limit >= 1, got {limit!r}")
+        integer(limit, "ConcurrencyLimit limit", low=1)
         super().__init__(inner)
         self.limit = limit
         self.in_flight = 0
@@ -59,11 +58,10 @@ class RateLimit(Middleware):
 
     def __init__(self, inner: Provider, *, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
-        if not rate > 0 or isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-            raise ConfigError(f"RateLimit needs rate > 0 and an int burst >= 1, got {rate!r}, {burst!r}")
+        checked_rate = number(rate, "RateLimit rate", above=0, finite=False)
+        checked_burst = integer(burst, "RateLimit burst", low=1)
         super().__init__(inner)
-        self.rate = float(rate)
-        self.burst = burst
+        self.rate, self.burst = checked_rate, checked_burst
         self._clock = clock
         self._sleep = sleep
         self._tat: float | None = None

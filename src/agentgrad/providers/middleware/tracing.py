@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentgrad.core._checks import is_number
 from agentgrad.errors import ConfigError
 from agentgrad.providers.base import Completion, Message, Provider
 from agentgrad.providers.errors import ProviderError
@@ -42,7 +43,7 @@ def request_attributes(name: str, model: str, messages: Sequence[Message],
         attrs["gen_ai.request.model"] = model
     for param, key in _REQUEST.items():
         value = params.get(param)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value, finite=False):
             attrs[key] = value
     stop = params.get("stop")
     if isinstance(stop, str):
