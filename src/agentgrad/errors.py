@@ -54,6 +54,10 @@ class DamagedStoreError(AgentgradError):
     write was made. Restore the run directory from a copy, or start a new run."""
 
 
+class RunDirLockedError(AgentgradError):
+    """Another run is writing to this run directory (the message names it): one writer per directory."""
+
+
 class StaleHeadError(AgentgradError):
     """Compare-and-swap on a branch head failed: somebody else committed first. Rebase and try again."""
 

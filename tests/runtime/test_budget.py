@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from agentgrad.errors import BudgetOvershotError, ConfigError, StateDictError
 from agentgrad.runtime.budget import KINDS, Budget, Ledger
+from tests.runtime.helpers import agent, run
 
 
 def test_budget_without_any_limit_is_refused() -> None:
@@ -220,3 +222,18 @@ def test_a_room_left_short_by_a_broken_bound_is_split_evenly() -> None:
     for amounts in taken:
         meter.settle(amounts, {"rollouts": 1, "tokens": 110})  # each 10 over: the bound grows to 110
     assert meter.unhold(4) == {"tokens": pytest.approx((1000 - 660) / 4)}
+
+
+@pytest.mark.parametrize(("budget", "message"), [
+    (Budget(tokens=100), "tokens=100 is less than what one call reserves"),
+    (Budget(cost=0.01), "cost=0.01 is less than what one call reserves"),
+    (Budget(rollouts=0, gate_evals=10), "rollouts=0 allows no rollout"),
+    (Budget(calls=0), "calls=0 allows no call of run"),
+    (Budget(wall_time=0.0), "wall_time=0 leaves no time"),
+])
+def test_a_budget_that_cannot_pay_for_one_call_is_refused_before_anything_runs(tmp_path: Path, budget: Budget,
+                                                                               message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        run(tmp_path / "run", agent(), budget=budget)
+    assert not (tmp_path / "run").exists()
+    assert Budget(tokens=100, tokens_per_call=50).cannot_pay() is None

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentgrad.data.task import Task
-from agentgrad.errors import BudgetOvershotError
+from agentgrad.errors import BudgetOvershotError, ConfigError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Workers
 from agentgrad.runtime.resume import used_from_events
@@ -37,6 +37,17 @@ def _workers(draw: st.DrawFn) -> Workers:
                    slots=draw(st.integers(1, 32)))
 
 
+def _refused(bot: WorldAgent, budget: Budget) -> bool:
+    """True (and checked) when `budget` cannot pay for one call: `evolve` refuses it up front, writing nothing."""
+    if budget.cannot_pay() is None:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        with pytest.raises(ConfigError, match="cannot pay for a single call"):
+            run(Path(tmp) / "run", bot, budget=budget)
+        assert not (Path(tmp) / "run").exists()
+    return True
+
+
 def _check(store: Path, budget: Budget) -> None:
     logged = dispatched(store)
     log = EventLog(store)
@@ -54,6 +65,8 @@ def _check(store: Path, budget: Budget) -> None:
 @given(budget=_budgets(), workers=_workers(), asynchronous=st.booleans())
 def test_no_budget_is_ever_exceeded(budget: Budget, workers: Workers, asynchronous: bool) -> None:
     bot = agent(median=0.0005, sigma=1.0)
+    if _refused(bot, budget):
+        return
     with tempfile.TemporaryDirectory() as tmp:
         result = run(Path(tmp), bot, budget=budget, workers=workers, asynchronous=asynchronous)
         assert result.ok, result.error
@@ -87,6 +100,8 @@ def test_token_and_cost_budgets_hold_when_calls_stay_within_their_bound(tokens: 
         return _Answer(await bot.run(rendered, task), _Usage(90, 0.04))
 
     budget = Budget(tokens=tokens, cost=cost, tokens_per_call=100, cost_per_call=0.05)
+    if _refused(bot, budget):
+        return
     with tempfile.TemporaryDirectory() as tmp:
         result = run(Path(tmp), bot, run=metered_run, budget=budget, asynchronous=asynchronous,
                      workers=Workers(rollout=slots, propose=2, gate=2, slots=slots))
@@ -184,6 +199,8 @@ def _run_calls(store: Path) -> int:
 def test_one_budget_of_calls_bounds_rollouts_and_gate_evaluations_together(calls: int, workers: Workers,
                                                                            asynchronous: bool) -> None:
     bot = agent(median=0.0005, sigma=1.0)
+    if _refused(bot, Budget(calls=calls)):
+        return
     with tempfile.TemporaryDirectory() as tmp:
         result = run(Path(tmp), bot, budget=Budget(calls=calls), workers=workers, asynchronous=asynchronous)
         assert result.ok, result.error

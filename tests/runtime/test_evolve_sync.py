@@ -138,7 +138,7 @@ def test_a_rejected_key_inside_run_stops_the_run_at_once(tmp_path: Path, asynchr
 
 
 @pytest.mark.parametrize("proposal", ["lorem ipsum dolor sit amet", "", "   ", "\ud800", "x" * 1_000_000, None, 42,
-                                      ["not an edit"]])
+                                      ["not an edit"], "- geometry: use method 1\x00", "- tip: \x1b[31mred"])
 def test_a_garbage_proposal_is_counted_as_invalid_and_the_run_goes_on(tmp_path: Path, proposal: Any) -> None:
     bot = agent()
 
@@ -226,3 +226,17 @@ def test_a_gate_budget_too_small_for_a_whole_round_still_gates_several_candidate
                  workers=Workers(rollout=8, propose=8, gate=8), config=RunConfig(gate=GateConfig(screen=False)))
     assert result.ok and result.usage.gate_evals <= per_candidate * 3 + 5
     assert peak["texts"] >= 3  # the base and at least two candidates on validation tasks at once
+
+
+def test_a_proposal_outside_the_trust_region_is_refused_before_any_evaluation(tmp_path: Path) -> None:
+    bot = agent()
+
+    def propose(rendered: str, task: Task, output: str, reward: float) -> str:
+        return f"- {task.id} note: " + "very long advice " * 600  # about 10,000 characters
+
+    result = run(tmp_path, bot, asynchronous=False, propose=propose, budget=Budget(rollouts=12, proposals=4))
+    assert result.ok, result.error
+    refused = [d for d in result.decisions if d.outcome.value == "too_large"]
+    assert len(refused) == result.counts["too_large"] == 4 and all(d.stage == "trust_region" for d in refused)
+    assert result.usage.gate_evals == 0  # not one evaluation was spent on them
+    assert "changed characters > 4000 allowed" in refused[0].reason

@@ -15,7 +15,7 @@ import pytest
 
 from agentgrad.core.artifact import Artifact, Kind
 from agentgrad.core.decision import Outcome
-from agentgrad.errors import ConfigError
+from agentgrad.errors import ConfigError, DamagedStoreError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.evolve import evolve
@@ -177,3 +177,26 @@ def test_every_rollout_and_its_reward_is_in_the_log(tmp_path: Path) -> None:
     assert len(rows) == result.usage.rollouts > 0
     assert all(0.0 <= p["reward"] <= 1.0 and p["task"] in {t.id for t in agent().splits().train} for p in rows)
     assert {p["reward"] for p in rows} <= {0.0, 1.0} and any(p["reward"] == 0.0 for p in rows)
+
+
+def test_a_resume_on_a_store_and_log_that_disagree_is_refused_as_damaged(tmp_path: Path) -> None:
+    first = run(tmp_path, agent(), budget=SMALL, asynchronous=False)
+    assert len(first.history) > 1
+    conn = sqlite3.connect(tmp_path / "agentgrad.db")
+    conn.execute("DELETE FROM events WHERE kind = 'commit'")  # a damaged page that took the log's commits with it
+    conn.commit()
+    conn.close()
+    with pytest.raises(DamagedStoreError, match=r"the event log names 0 commits of .* and the store holds"):
+        run(tmp_path, agent(), budget=SMALL, asynchronous=False)
+
+
+def test_a_resume_on_a_file_that_fails_its_integrity_check_is_refused(tmp_path: Path) -> None:
+    run(tmp_path, agent(), budget=SMALL, asynchronous=False)
+    db = tmp_path / "agentgrad.db"
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for number in range(2, len(data) // page):  # every page's b-tree header, past the file header (page 1)
+        data[number * page: number * page + 12] = b"\x55" * 12
+    db.write_bytes(bytes(data))
+    with pytest.raises(DamagedStoreError):
+        run(tmp_path, agent(), budget=SMALL, asynchronous=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -103,3 +104,13 @@ def test_kill_9_inside_a_transaction_leaves_none_of_it(tmp_path: Path) -> None:
         assert store.head("skill").number == 0
         assert store.journal.count("commit") == 0
         assert store.journal.get("checkpoint") is None
+
+
+def test_the_log_refuses_a_call_id_dispatched_twice(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.journal.append("dispatch", {"call": 7, "kind": "rollouts"})
+    store.journal.append("done", {"call": 7})  # other kinds may name the call again
+    with pytest.raises(sqlite3.IntegrityError):
+        store.journal.append("dispatch", {"call": 7, "kind": "rollouts"})
+    assert store.journal.count("dispatch") == 1
+    store.close()

@@ -92,13 +92,14 @@ class RunDir:
             raise RunDirError(f"{self.path} holds no agentgrad run (no {DB})")
 
     @contextmanager
-    def events(self) -> Iterator[EventLog]:
-        """The event log of an existing run."""
+    def events(self, *, write: bool = False) -> Iterator[EventLog]:
+        """The event log of an existing run, read-only unless `write` (nothing is written to the file by a read:
+        a run directory the user cannot write can be read)."""
         from agentgrad.store.events import EventLog
 
         self.require()
         try:
-            log = EventLog(self.path)
+            log = EventLog(self.path, readonly=not write)
         except (sqlite3.DatabaseError, DamagedStoreError) as exc:
             raise RunDirError(f"{self.db} is not a readable agentgrad database ({exc})") from exc
         try:
@@ -110,12 +111,13 @@ class RunDir:
 
     @contextmanager
     def store(self, *, git: bool = False) -> Iterator[SQLiteStore]:
-        """The store of an existing run (`git=True` also updates the git mirror, for writes such as promote)."""
+        """The store of an existing run: read-only, or with `git=True` writable and updating the git mirror (for
+        writes such as promote)."""
         from agentgrad.store.sqlite import SQLiteStore
 
         self.require()
         try:
-            store = SQLiteStore(self.path, git=git)
+            store = SQLiteStore(self.path, git=git, readonly=not git)
         except (sqlite3.DatabaseError, DamagedStoreError) as exc:
             raise RunDirError(f"{self.db} is not a readable agentgrad database ({exc})") from exc
         try:
@@ -141,7 +143,7 @@ class RunDir:
 
     def note(self, state: str, **details: Any) -> None:
         """Remember how the CLI's last session on this run ended ("interrupted", "running", ...)."""
-        with self.events() as log:
+        with self.events(write=True) as log:
             log.put(STATE_KEY, {"state": state, **details})
 
     def cli_state(self) -> dict[str, Any] | None:

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from agentgrad.core._checks import integer, is_integer, number
 from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError
+from agentgrad.errors import StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
 from agentgrad.optim.judge import Judgement, judge, may_replicate
 from agentgrad.optim.schedules import Schedule, delta_schedule
@@ -55,18 +56,15 @@ def look_delta(delta: float, look: int, *, looks: int, first_share: float) -> fl
 def check_looks(looks: int, first_share: float, promise: float) -> None:
     """`ConfigError` unless looks is an int >= 1 and first_share and promise are in (0, 1) (promise above 1/2, so
     a tie is never extended)."""
-    if isinstance(looks, bool) or not isinstance(looks, int) or looks < 1:
-        raise ConfigError(f"looks must be an int >= 1, got {looks!r}")
-    for name, value, low in (("first_share", first_share, 0.0), ("promise", promise, 0.5)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value < 1.0:
-            raise ConfigError(f"{name} must be a number in ({low:g}, 1), got {value!r}")
+    integer(looks, "looks", low=1)
+    number(first_share, "first_share", above=0.0, below=1.0)
+    number(promise, "promise", above=0.5, below=1.0)
 
 
 def _load_counts(data: Mapping[str, Any], key: str) -> dict[str, int]:
     counts = data.get(key, {})
     if not isinstance(counts, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in counts.items()):
+            isinstance(k, str) and is_integer(v, low=0) for k, v in counts.items()):
         raise StateDictError(f"{STAGE}: {key!r} must map artifact ids to non-negative ints, got {counts!r}")
     return dict(counts)
 
@@ -206,8 +204,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
     State: `AcceptanceState`, per-artifact verdict counts.
     """
     schedule, margin, prior = delta_schedule(delta), check_margin(margin), check_prior(prior)
-    if isinstance(min_examples, bool) or not isinstance(min_examples, int) or min_examples < 0:
-        raise ConfigError(f"min_examples must be a non-negative int, got {min_examples!r}")
+    integer(min_examples, "min_examples", low=0)
     check_looks(looks, first_share, promise)
 
     def promising(candidate: Candidate, post: Judgement) -> bool:

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff
 from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.optim.base import Batch, Candidate, Context, Stage, StageState, head_of_diff
+from agentgrad.optim.tabu import TabuState, is_tabu
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ class Aggregator:
         self.state = self.pipeline.observe(batch.decisions, state, ctx)
         self.steps += 1
         return StepResult(batch.candidates, batch.decisions, batch.held)
+
+    def refused_before(self, diff: Diff) -> bool:
+        """True if the tabu stage remembers turning down the same change (`optim.tabu`): a new proposal of it is
+        skipped before any evaluation."""
+        return any(isinstance(state, TabuState) and is_tabu(state, diff)
+                   for state in getattr(self.state, "states", ()))
 
     def observe(self, decisions: Sequence[Decision], ctx: Context) -> None:
         """Let every stage learn from verdicts reached outside a step (a gate's screen, a revert)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from agentgrad.core._checks import integer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import concatenate
@@ -51,8 +52,7 @@ class FusionState:
             raise StateDictError(f"{STAGE}: unexpected state dict {data!r}")
         values = {name: data.get(name, 0) for name in _COUNTERS}
         for name, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise StateDictError(f"{STAGE}: {name} must be a non-negative int, got {value!r}")
+            integer(value, f"{STAGE}: {name}", low=0, error=StateDictError)
         return cls(**values)
 
 

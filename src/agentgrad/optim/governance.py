@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from agentgrad.core._checks import integer
 from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.errors import StateDictError, UnknownArtifactError
@@ -51,8 +52,7 @@ class GovernanceState:
             raise StateDictError(f"{NAME}: 'pending' must map artifact ids to diff ids, got {pending!r}")
         counts = {name: data.get(name, 0) for name in ("refused", "deferred")}
         for name, value in counts.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise StateDictError(f"{NAME}: counter {name!r} must be a non-negative int, got {value!r}")
+            integer(value, f"{NAME}: counter {name!r}", low=0, error=StateDictError)
         return cls(pending, **counts)
 
 

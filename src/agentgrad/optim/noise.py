@@ -14,13 +14,13 @@ test stricter. The acceptance test (`optim.judge`) uses an upper credible bound 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from scipy.special import betaincinv
 
+from agentgrad.core._checks import number
 from agentgrad.core.evidence import Evidence
 from agentgrad.errors import StateDictError
 
@@ -47,10 +47,7 @@ class NoiseEstimate:
 
     def __post_init__(self) -> None:
         for name in ("win_room", "wins", "loss_room", "losses"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise StateDictError(f"noise estimate: {name} must be a finite number >= 0, got {value!r}")
+            number(getattr(self, name), f"noise estimate: {name}", low=0.0, error=StateDictError)
         if self.wins > self.win_room + 1e-9 or self.losses > self.loss_room + 1e-9:
             raise StateDictError(f"noise estimate: more wins or losses than room for them: {self.to_dict()}")
 

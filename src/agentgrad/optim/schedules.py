@@ -10,11 +10,11 @@ acceptance risk δ: inside (0, 0.5) at every step.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, runtime_checkable
 
+from agentgrad.core._checks import integer, is_number, number
 from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.optim.stats import check_delta
 
@@ -31,15 +31,7 @@ class Schedule(Protocol):
 
 
 def _check_step(step: int) -> int:
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ConfigError(f"a schedule step must be a non-negative int, got {step!r}")
-    return step
-
-
-def _check_finite(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{what} must be a finite number, got {value!r}")
-    return float(value)
+    return integer(step, "a schedule step", low=0)
 
 
 @dataclass(frozen=True)
@@ -49,7 +41,7 @@ class Constant:
     value: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "value", _check_finite(self.value, "constant value"))
+        object.__setattr__(self, "value", number(self.value, "constant value"))
 
     def __call__(self, step: int) -> float:
         _check_step(step)
@@ -71,10 +63,9 @@ class Linear:
     steps: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "start", _check_finite(self.start, "linear start"))
-        object.__setattr__(self, "end", _check_finite(self.end, "linear end"))
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ConfigError(f"linear steps must be a positive int, got {self.steps!r}")
+        object.__setattr__(self, "start", number(self.start, "linear start"))
+        object.__setattr__(self, "end", number(self.end, "linear end"))
+        integer(self.steps, "linear steps", low=1)
 
     def __call__(self, step: int) -> float:
         fraction = min(_check_step(step), self.steps) / self.steps
@@ -96,12 +87,9 @@ class Exponential:
     half_life: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "start", _check_finite(self.start, "exponential start"))
-        object.__setattr__(self, "end", _check_finite(self.end, "exponential end"))
-        half_life = _check_finite(self.half_life, "exponential half_life")
-        if half_life <= 0:
-            raise ConfigError(f"exponential half_life must be > 0, got {self.half_life!r}")
-        object.__setattr__(self, "half_life", half_life)
+        object.__setattr__(self, "start", number(self.start, "exponential start"))
+        object.__setattr__(self, "end", number(self.end, "exponential end"))
+        object.__setattr__(self, "half_life", number(self.half_life, "exponential half_life", above=0.0))
 
     def __call__(self, step: int) -> float:
         decay: float = 0.5 ** (_check_step(step) / self.half_life)
@@ -149,7 +137,7 @@ def schedule_from_dict(data: Mapping[str, Any]) -> Schedule:
 
 def delta_schedule(delta: float | Schedule) -> Schedule:
     """`delta` as a schedule of the acceptance risk δ, checked to stay inside (0, 0.5) at every step."""
-    schedule = Constant(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else delta
+    schedule = Constant(delta) if is_number(delta, finite=False) else delta
     if not isinstance(schedule, Schedule):
         raise ConfigError(f"delta must be a number or a Schedule, got {type(delta).__name__}")
     low, high = schedule.bounds()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from agentgrad.core._checks import integer, is_number
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import apply
 from agentgrad.core.rebase import Conflict, rebase
@@ -61,25 +62,21 @@ class StalenessState:
             raise StateDictError(f"{NAME}: 'heat' must be a dict, got {type(heat_in).__name__}")
         heat: dict[str, tuple[float, float]] = {}
         for aid, pair in heat_in.items():
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(_is_number(x) for x in pair)):
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2
+                    and all(is_number(x, finite=False) for x in pair)):
                 raise StateDictError(f"{NAME}: heat of {aid!r} must be [rate, last_time], got {pair!r}")
-            if pair[0] < 0 or not all(math.isfinite(x) for x in pair):
+            if not (is_number(pair[0], low=0.0) and is_number(pair[1])):
                 raise StateDictError(f"{NAME}: heat of {aid!r} must be finite with rate >= 0, got {pair!r}")
             heat[str(aid)] = (float(pair[0]), float(pair[1]))
         counters = {name: data.get(name, 0) for name in _COUNTERS}
         for name, value in counters.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise StateDictError(f"{NAME}: counter {name!r} must be a non-negative int, got {value!r}")
+            integer(value, f"{NAME}: counter {name!r}", low=0, error=StateDictError)
         return cls(heat, **counters)
 
 
 def _decayed(rate: float, last: float, now: float, decay: float) -> float:
     """`rate` as of time `last`, decayed to `now` with time constant `decay` (no growth if `now` < `last`)."""
     return rate * math.exp(-max(0.0, now - last) / decay)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 _SLACK = 1e-9  # rounding slack, so a rate decayed to next to nothing counts as cold

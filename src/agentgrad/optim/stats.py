@@ -16,13 +16,13 @@ small n (see `false_accept_rate`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import betainc
 from scipy.stats import binom
 
+from agentgrad.core._checks import integer, is_number, number
 from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ConfigError, InvalidEvidenceError
 
@@ -33,16 +33,12 @@ SIGN_TEST_PRIOR: tuple[float, float] = (0.0, 1.0)
 
 def check_margin(margin: float) -> float:
     """Return `margin` if it is a number in [0, 1), else raise `ValueError`."""
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0.0 <= margin < 1.0:
-        raise ConfigError(f"margin must be a number in [0, 1), got {margin!r}")
-    return float(margin)
+    return number(margin, "margin", low=0.0, below=1.0)
 
 
 def check_delta(delta: float) -> float:
     """Return `delta` if it is a number in (0, 0.5), else raise `ValueError` (δ ≥ 0.5 could accept a tie)."""
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0.0 < delta < 0.5:
-        raise ConfigError(f"delta must be a number in (0, 0.5), got {delta!r}")
-    return float(delta)
+    return number(delta, "delta", above=0.0, below=0.5)
 
 
 def check_prior(prior: tuple[float, float]) -> tuple[float, float]:
@@ -55,19 +51,11 @@ def check_prior(prior: tuple[float, float]) -> tuple[float, float]:
         a0, b0 = (float(x) for x in prior)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"prior must be a pair of numbers (a0, b0), got {prior!r}") from exc
-    if not (math.isfinite(a0) and math.isfinite(b0) and a0 >= 0 and b0 > 0):
+    if not (is_number(a0, low=0.0) and is_number(b0, above=0.0)):
         raise ConfigError(f"prior (a0, b0) must be finite, a0 >= 0 and b0 > 0, got {prior!r}")
     if a0 > b0:
         raise ConfigError(f"prior (a0, b0) = {prior!r} favours the candidate (a0 > b0); a tie could be accepted")
     return a0, b0
-
-
-def _check_count(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidEvidenceError(f"{what} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidEvidenceError(f"{what} must be finite and >= 0, got {value!r}")
-    return float(value)
 
 
 def prob_improvement(wins: float, losses: float, *, margin: float,
@@ -84,7 +72,8 @@ def prob_improvement(wins: float, losses: float, *, margin: float,
     0.9688
     """
     a0, b0 = check_prior(prior)
-    a, b = a0 + _check_count(wins, "wins"), b0 + _check_count(losses, "losses")
+    a = a0 + number(wins, "wins", low=0.0, error=InvalidEvidenceError)
+    b = b0 + number(losses, "losses", low=0.0, error=InvalidEvidenceError)
     if a <= 0:
         return 0.0
     # P(θ > t) = I_{1−t}(b, a), with 1 − t = (1 − margin) / 2 computed without cancellation.
@@ -102,8 +91,7 @@ def false_accept_rate(n: int, *, delta: float, margin: float,
     The null: each of `n` differing binary pairs is a win with probability 1/2, so the wins are Binom(n, 1/2).
     Returns the sum over k of Binom(n, 1/2).pmf(k) for the k the rule accepts.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ConfigError(f"n must be a non-negative int, got {n!r}")
+    integer(n, "n", low=0)
     threshold = 1.0 - check_delta(delta)
     accepted = [k for k in range(n + 1) if prob_improvement(k, n - k, margin=margin, prior=prior) > threshold]
     return float(np.sum(binom.pmf(np.asarray(accepted, dtype=np.int64), n, 0.5)))

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentgrad.core._checks import integer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.errors import ConfigError, StateDictError
@@ -56,9 +57,7 @@ class TabuState:
             raise StateDictError(f"{NAME}: 'entries' must be a list of [fingerprint, diff id] pairs")
         if len({e[0] for e in entries}) != len(entries):
             raise StateDictError(f"{NAME}: 'entries' holds a fingerprint twice")
-        hits = data.get("hits", 0)
-        if not isinstance(hits, int) or isinstance(hits, bool) or hits < 0:
-            raise StateDictError(f"{NAME}: 'hits' must be a non-negative int, got {hits!r}")
+        hits = integer(data.get("hits", 0), f"{NAME}: 'hits'", low=0, error=StateDictError)
         return cls(tuple((e[0], e[1]) for e in entries), hits)
 
 

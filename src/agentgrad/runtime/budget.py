@@ -74,6 +74,21 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
 
+    def cannot_pay(self) -> str | None:
+        """Why this budget cannot pay for one rollout and one proposal (so a run could learn nothing), or None."""
+        for kind, what in (("rollouts", "rollout"), ("proposals", "proposal"), ("calls", "call of run")):
+            value = getattr(self, kind)
+            if value is not None and value < 1:
+                return f"{kind}={value} allows no {what}"
+        for kind in BOUNDED:
+            limit, bound = getattr(self, kind), getattr(self, f"{kind}_per_call")
+            if limit is not None and limit < bound:
+                return (f"{kind}={limit:g} is less than what one call reserves ({kind}_per_call={bound:g}); raise "
+                        f"{kind}, or lower {kind}_per_call to what one call of your model really spends")
+        if self.wall_time is not None and self.wall_time <= 0:
+            return "wall_time=0 leaves no time to run"
+        return None
+
     def describe(self) -> str:
         """The limits that are set, e.g. ``calls=300, wall_time=60``."""
         return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"

@@ -16,6 +16,8 @@ without starting).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import math
 import numbers
@@ -25,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from agentgrad.errors import RewardError, SystemicError
 from agentgrad.runtime.fastpath import THREADS, FastPath, timed
@@ -166,6 +167,34 @@ def _guarded(fn: Callable[..., Any], args: tuple[Any, ...], bounds: tuple[Thread
             bound.leave()
 
 
+async def in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a new daemon thread, awaited. Cancelling the wait abandons the thread: it finishes on its own,
+    and, being a daemon, never keeps the process from exiting (a hung synchronous user function would hold a
+    pooled worker thread, which the interpreter joins at exit, forever)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():  # the caller gave up (cancelled): nobody wants the answer
+            return
+        if error is None:
+            done.set_result(value)
+        else:
+            done.set_exception(error)
+
+    def target() -> None:
+        value, error = None, None
+        try:
+            value = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, which raises it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the event loop has closed: the run ended without this answer
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=target, name="agentgrad-user-call", daemon=True).start()
+    return await done
+
+
 def _describe(exc: BaseException) -> str:
     """`Type: message`, at most 500 characters, safe to store (lone surrogates escaped)."""
     text = f"{type(exc).__name__}: {exc}"[:500]
@@ -184,7 +213,6 @@ class Caller:
                  inline_reward: bool = True) -> None:
         self.reward_path = FastPath(enabled=inline_reward)
         self.limiter = anyio.CapacityLimiter(max(1, threads))
-        self._threads = anyio.CapacityLimiter(max(1, threads))  # never waited on: `limiter` is taken first
         self.busy = ThreadBound(threads)
         self.timeout = timeout
         self.clock = clock
@@ -217,8 +245,7 @@ class Caller:
         async with self.limiter:
             try:
                 with anyio.fail_after(limit):
-                    value = await anyio.to_thread.run_sync(_guarded, fn, args, bounds, abandoned,
-                                                           limiter=self._threads, abandon_on_cancel=True)
+                    value = await in_daemon_thread(_guarded, fn, args, bounds, abandoned)
                     if inspect.isawaitable(value):
                         value = await value
                     return value

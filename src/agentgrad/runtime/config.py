@@ -11,6 +11,7 @@ from typing import Any
 from agentgrad.errors import ConfigError
 from agentgrad.optim.acceptance import check_looks, look_delta
 from agentgrad.optim.schedules import Schedule
+from agentgrad.optim.trust_region import TrustRegion
 from agentgrad.runtime.gate import GateConfig
 
 
@@ -131,7 +132,8 @@ class RunConfig:
     """Everything about how a run spends its budget, apart from the budget itself.
 
     Args:
-        workers, staleness, gate, acceptance: see those classes.
+        workers, staleness, gate, acceptance, trust_region: see those classes (a diff outside the trust region
+            is refused before any evaluation is spent on it).
         timeout: seconds a call of a user function may take.
         asynchronous: the barrier-free runtime (True) or synchronous rounds (False).
         seed: seeds task order, splits and the gate's task order.
@@ -155,6 +157,7 @@ class RunConfig:
     staleness: Staleness = field(default_factory=Staleness)
     gate: GateConfig = field(default_factory=GateConfig)
     acceptance: Acceptance = field(default_factory=Acceptance)
+    trust_region: TrustRegion = field(default_factory=TrustRegion)
     timeout: float = 120.0
     asynchronous: bool = True
     seed: int = 0
@@ -197,7 +200,9 @@ class RunConfig:
                 "gate": {"chunk": g.chunk, "screen": g.screen, "early_stop": g.early_stop,
                          "max_examples": g.max_examples, "focus": g.focus, "pool": g.pool, "small": g.small},
                 "acceptance": {"delta": delta, "margin": a.margin, "looks": a.looks, "first_share": a.first_share,
-                               "promise": a.promise}, "timeout": self.timeout,
+                               "promise": a.promise},
+                "trust_region": {"max_ops": self.trust_region.max_ops, "max_chars": self.trust_region.max_chars},
+                "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
                 "promote_every": self.promote_every, "fuse_wait": self.fuse_wait,
                 "hedge": self.hedge, "inline_reward": self.inline_reward, "reuse_outputs": self.reuse_outputs}

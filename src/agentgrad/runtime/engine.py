@@ -21,7 +21,6 @@ from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.schedules import delta_schedule
-from agentgrad.optim.tabu import TabuState, is_tabu
 from agentgrad.runtime.budget import Budget, Ledger
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
@@ -29,8 +28,10 @@ from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
 from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.noisewatch import NoiseWatch
+from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.pacing import Pacing
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
+from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.commit import commit_step
@@ -91,32 +92,12 @@ class Engine(Pacing):
         self.health = RunHealth(config.workers.run_slots, self.counts)
         self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Ledger.unhold`)
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
-        self.open: dict[str, Diff] = {}
-        self._open_prints: dict[str, str] = {}  # fingerprint -> id of an open diff making that change
+        self.open = OpenDiffs()
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
         self.frozen_known: tuple[str, frozenset[str]] = ("", frozenset())  # (text hash, tasks): `freeze_known`
         self.init_pacing()
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
-
-    # -- timing ----------------------------------------------------------------------------------------------
-    def fuse_wait(self) -> float:
-        """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
-        `RunConfig.fuse_wait`, or by default four mean call durations."""
-        wait = self.config.fuse_wait
-        return 4 * self.estimator.overall if wait is None else wait
-
-    def known_tasks(self, text: str) -> frozenset[str]:
-        """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
-        synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
-        if self.config.asynchronous:
-            return self.cache.tasks(text)
-        digest, tasks = self.frozen_known
-        return tasks if digest == content_hash(text) else frozenset()
-
-    def freeze_known(self) -> None:
-        """Note the head's cached tasks now, for `known_tasks` in the synchronous runtime."""
-        self.frozen_known = (content_hash(self.head.text), self.cache.tasks(self.head.text))
 
     # -- calling run -----------------------------------------------------------------------------------------
     async def call_run(self, kind: str, text: str, task_id: str, late: Callable[[], str] | None = None,
@@ -245,47 +226,46 @@ class Engine(Pacing):
             self._proposal_failed("no_op_proposals", about, "the proposal changes nothing")
             return None
         diff = replace(made, id=diff_id)
-        if self._is_tabu(diff):
+        return diff if self._admitted(diff, about) else None
+
+    def _admitted(self, diff: Diff, about: Mapping[str, Any]) -> bool:
+        """Log a new diff as a proposal and hold it open, unless it repeats a change turned down or in flight; a
+        diff outside the trust region is refused at once, before any evaluation is spent on it."""
+        if self.aggregator.refused_before(diff):
             self._proposal_failed("tabu_skips", about, "the same change was already turned down")
-            return None
-        twin = self._open_prints.get(fingerprint(diff))
+            return False
+        twin = self.open.twin(diff)
         if twin is not None:
             self._proposal_failed("in_flight_duplicates", about, f"the same change is already being evaluated as "
                                                                  f"{twin}")
-            return None
+            return False
         self.counts["proposals"] += 1
         self.counts["idle_rollouts"] = 0
         self.hold_open([diff])
         self.emit(EventKind.PROPOSAL, {"diff": diff.to_dict(), **about})
-        return diff
+        region = self.config.trust_region
+        too_large = region.outside(diff)
+        if too_large is not None:
+            self.counts["too_large"] += 1
+            self.record_verdict(diff, Evidence(()), Outcome.TOO_LARGE, "trust_region",
+                                "outside the trust region: " + too_large, region.numbers(diff))
+        return too_large is None
 
     def hold_open(self, diffs: Sequence[Diff]) -> None:
         """Note diffs that have no final verdict yet (a proposal making the same change meanwhile is skipped)."""
-        for diff in diffs:
-            self.open[diff.id] = diff
-            self._open_prints.setdefault(fingerprint(diff), diff.id)
+        self.open.hold(diffs)
 
     def drop_open(self, diff_id: str) -> None:
         """A diff got its final verdict: it is no longer open."""
-        diff = self.open.pop(diff_id, None)
         self.forget_origin(diff_id)
-        if diff is not None:
+        if self.open.drop(diff_id) is not None:
             self.counts["judged"] += 1
             self.settled()
-            printed = fingerprint(diff)
-            if self._open_prints.get(printed) == diff_id:
-                del self._open_prints[printed]
 
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.counts[counter] += 1
         safe = error[:300].encode("utf-8", "backslashreplace").decode("utf-8")
         self.emit(EventKind.PROPOSAL_FAILED, {"kind": counter, **about, "error": safe})
-
-    def _is_tabu(self, diff: Diff) -> bool:
-        for state in getattr(self.aggregator.state, "states", ()):
-            if isinstance(state, TabuState):
-                return is_tabu(state, diff)
-        return False
 
     # -- the gate --------------------------------------------------------------------------------------------
     async def evaluate(self, proposed: Proposed, *, full: bool = False) -> Candidate | None:
@@ -328,7 +308,7 @@ class Engine(Pacing):
 
     def close_open(self, reason: str) -> int:
         """Record DEFERRED on every diff still without a final verdict (a resumed run evaluates them); how many."""
-        pending = list(self.open.values())
+        pending = list(self.open)
         for diff in pending:
             self.record_verdict(diff, Evidence(()), Outcome.DEFERRED, "gate", reason)
         return len(pending)
@@ -392,13 +372,28 @@ class Engine(Pacing):
         self.checkpoint()
 
     def checkpoint(self, wall_time: float | None = None) -> None:
-        """Write the resumable state (aggregator, estimator, counters, steps, elapsed time, or `wall_time` when
-        given), unless a step is half done (then the log, not a checkpoint, says where the run is)."""
-        if self.in_step:
-            return
-        self.events.put(CHECKPOINT, {
-            "step": self.steps, "seq": self.events.last_seq(), "aggregator": self.aggregator.state_dict(),
-            "estimator": self.estimator.state_dict(), "counts": dict(self.counts), "calls": self.calls,
-            "promotion": self.promotion.state_dict(), "promotion_due": self.promotion_due,
-            "noise": self.noise.to_dict(),
-            "wall_time": self.elapsed() if wall_time is None else wall_time})
+        """Write the resumable state (`state_dict`; the elapsed time, or `wall_time` when given), unless a step
+        is half done (a step writes its checkpoint in its own transaction, when it is whole)."""
+        if not self.in_step:
+            self.events.put(CHECKPOINT, self.state_dict(wall_time))
+
+    def state_dict(self, wall_time: float | None = None) -> dict[str, Any]:
+        """The run's resumable state, one `RunState` (its collaborators' state dicts and the journal's counters)."""
+        return RunState(self.steps, self.events.last_seq(), self.calls,
+                        self.elapsed() if wall_time is None else wall_time, dict(self.counts), self.promotion_due,
+                        self.aggregator.state_dict(), self.estimator.state_dict(), self.promotion.state_dict(),
+                        self.noise.to_dict()).to_dict()
+
+    def load_state_dict(self, data: Mapping[str, Any]) -> int:
+        """Restore a `state_dict()` (a checkpoint) and return the log sequence number it covers; `StateDictError`
+        if it is malformed (checked whole before anything changes; the aggregator's is loaded first)."""
+        state = RunState.from_dict(data)
+        noise = NoiseEstimate.load(state.noise)
+        self.aggregator.load_state_dict(state.aggregator)
+        self.estimator.load_state_dict(state.estimator)
+        self.promotion.load_state_dict(state.promotion)
+        self.noise, self.promotion_due = noise, state.promotion_due
+        self.counts.clear()
+        self.counts.update(state.counts)
+        self.steps, self.wall_before, self.calls = state.step, state.wall_time, state.calls
+        return state.seq

@@ -29,6 +29,7 @@ from agentgrad.runtime.resume import restore
 from agentgrad.runtime.smalldata import gate_power
 from agentgrad.runtime.sync_loop import run_sync
 from agentgrad.store.kinds import CONFIG, EventKind
+from agentgrad.store.ownership import WriterLock
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy
 from agentgrad.strategies.rules import AppendRules
@@ -79,6 +80,12 @@ def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConf
         if saved["identity"] != identity:
             store.close()
             raise ConfigError(f"{run_dir} holds another run (different artifact or tasks); use a new store path")
+        try:  # a resume: refuse a damaged directory rather than go on with less spent than was
+            store.check_integrity()
+            store.check_agreement(artifact.id)
+        except BaseException:
+            store.close()
+            raise
         return store, True
     with store.transaction():
         store.add_artifact(artifact)
@@ -104,8 +111,10 @@ def systemic(exc: BaseException) -> AgentgradError:
 def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
     alpha = 10**9 if config.staleness.policy is StalePolicy.KEEP else config.staleness.alpha_max
     a = config.acceptance
+    region = config.trust_region
     return Aggregator(default(delta=a.delta, margin=a.margin, alpha_max=alpha, contradicts=strategy.contradicts,
-                              looks=a.looks, first_share=a.first_share, promise=a.promise))
+                              looks=a.looks, first_share=a.first_share, promise=a.promise, max_ops=region.max_ops,
+                              max_chars=region.max_chars))
 
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
@@ -131,6 +140,10 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
                      asynchronous=base.asynchronous if asynchronous is None else asynchronous,
                      staleness=staleness or base.staleness, seed=base.seed if seed is None else seed)
     user = _user(run, propose, agent, reward, config.staleness.repair)
+    budget = budget or DEFAULT_BUDGET
+    unpayable = budget.cannot_pay()
+    if unpayable is not None:
+        raise ConfigError(f"the budget cannot pay for a single call: {unpayable}; nothing would be learned")
     splits = _splits(tasks, config.seed)
     start = _artifact(artifact)
     power = gate_power(n_val=len(splits.val), n_train=len(splits.train), gate=config.gate,
@@ -142,11 +155,17 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
                  len(splits.val), len(splits.train))
     splits = replace(splits, protocol=splits.protocol + power.protocol())
     run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
-    return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget or DEFAULT_BUDGET,
+    return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget,
                      run_dir, list(callbacks), clock or time.monotonic)
 
 
 async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
+                  budget: Budget, run_dir: Path, callbacks: list[Callback], clock: Callable[[], float]) -> Result:
+    with WriterLock(run_dir):  # one writer per run directory (`RunDirLockedError` names the other one)
+        return await _locked(splits, artifact, strategy, user, config, budget, run_dir, callbacks, clock)
+
+
+async def _locked(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
                   budget: Budget, run_dir: Path, callbacks: list[Callback], clock: Callable[[], float]) -> Result:
     store, resuming = _open_run(run_dir, artifact, splits, config, budget, time.time)
     tasks = {t.id: t for t in (*splits.train, *splits.val, *splits.test)}

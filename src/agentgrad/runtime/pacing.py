@@ -20,6 +20,7 @@ import anyio
 from agentgrad.core.artifact import content_hash
 from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.config import RunConfig
+from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.records import Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
@@ -40,7 +41,7 @@ class Pacing(Accounts):
     config: RunConfig
     estimator: DurationEstimator
     gate: Any
-    open: dict[str, Any]
+    open: OpenDiffs
     exploring: int
     _settled: anyio.Event | None
     train: list[str]
@@ -48,6 +49,7 @@ class Pacing(Accounts):
     head: Snapshot
     _epochs: dict[int, list[str]]
     parking: Parking
+    frozen_known: tuple[str, frozenset[str]]
 
     def init_pacing(self) -> None:
         self.exploring = 0
@@ -186,3 +188,22 @@ class Pacing(Accounts):
             with anyio.move_on_after(max(0.005, 4 * self.estimator.overall)):
                 await self._settled.wait()
         return True
+
+    # -- timing and the gate's view of the cache -----------------------------------------------------------------------
+    def fuse_wait(self) -> float:
+        """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
+        `RunConfig.fuse_wait`, or by default four mean call durations."""
+        wait = self.config.fuse_wait
+        return 4 * self.estimator.overall if wait is None else wait
+
+    def known_tasks(self, text: str) -> frozenset[str]:
+        """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
+        synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
+        if self.config.asynchronous:
+            return self.cache.tasks(text)
+        digest, tasks = self.frozen_known
+        return tasks if digest == content_hash(text) else frozenset()
+
+    def freeze_known(self) -> None:
+        """Note the head's cached tasks now, for `known_tasks` in the synchronous runtime."""
+        self.frozen_known = (content_hash(self.head.text), self.cache.tasks(self.head.text))

@@ -83,8 +83,9 @@ def restore(engine: Engine) -> Work:
     which are observed again in order."""
     events = engine.events
     engine.meter.load_state_dict(meter_from_events(events))
-    engine.calls = events.count(EventKind.DISPATCH)
-    after = _load_checkpoint(engine, events.get(CHECKPOINT))
+    checkpoint = events.get(CHECKPOINT)
+    after = 0 if checkpoint is None else engine.load_state_dict(checkpoint)
+    engine.calls = max(engine.calls, events.count(EventKind.DISPATCH))  # calls made after the checkpoint too
     noted = events.get(WALL)  # written while the loop ran: later than the checkpoint if the process was killed
     if noted is not None:
         engine.wall_before = max(engine.wall_before, float(noted["wall_time"]))
@@ -99,21 +100,6 @@ def restore(engine: Engine) -> Work:
     pending = _in_flight(engine)
     engine.checkpoint()
     return pending
-
-
-def _load_checkpoint(engine: Engine, checkpoint: Mapping[str, Any] | None) -> int:
-    """Restore the engine's state from the last checkpoint, if any; the log sequence number it covers."""
-    if checkpoint is None:
-        return 0
-    engine.aggregator.load_state_dict(checkpoint["aggregator"])
-    engine.estimator.load_state_dict(checkpoint["estimator"])
-    engine.promotion.load_state_dict(checkpoint["promotion"])
-    engine.promotion_due = bool(checkpoint["promotion_due"])
-    engine.counts.update({k: int(v) for k, v in checkpoint["counts"].items()})
-    engine.noise = NoiseEstimate.load(checkpoint.get("noise"))
-    engine.wall_before = float(checkpoint["wall_time"])
-    engine.steps = int(checkpoint["step"])
-    return int(checkpoint["seq"])
 
 
 def _in_flight(engine: Engine) -> Work:

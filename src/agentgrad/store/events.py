@@ -46,10 +46,12 @@ class EventLog:
     that a store write and the events about it commit together (`SQLiteStore.transaction`).
     """
 
-    def __init__(self, run_dir: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, run_dir: str | Path, *, clock: Callable[[], float] = time.time, readonly: bool = False) -> None:
         path = Path(run_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        conn = tables.connect(path / tables.DB_NAME, 30.0)  # the store's schema: the log's tables are in it
+        if not readonly:
+            path.mkdir(parents=True, exist_ok=True)
+        # the store's schema (the log's tables are in it); `readonly`: an existing file, nothing written to it
+        conn = tables.connect(path / tables.DB_NAME, 30.0, readonly=readonly)
         self._setup(Transactions(conn, str(path / tables.DB_NAME)), clock, owner=True)
 
     @classmethod

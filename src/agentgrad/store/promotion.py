@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentgrad.core._checks import flag, integer
 from agentgrad.core.ids import validate_id
-from agentgrad.errors import ConfigError, InvalidIdError, StateDictError
+from agentgrad.errors import InvalidIdError, StateDictError
 
 
 def _count(value: object, what: str, *, least: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise StateDictError(f"promotion state: {what} must be an int >= {least}, got {value!r}")
-    return value
+    return integer(value, f"promotion state: {what}", low=least, error=StateDictError)
 
 
 class Promotion:
@@ -36,9 +35,7 @@ class Promotion:
     """
 
     def __init__(self, every: int) -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ConfigError(f"Promotion(every=...) must be an int >= 1, got {every!r}")
-        self.every = every
+        self.every = integer(every, "Promotion(every=...)", low=1)
         self._since: dict[str, int] = {}
         self._due = every
         self._waiting = False
@@ -92,6 +89,5 @@ class Promotion:
                 raise StateDictError(f"promotion state: {exc}") from exc
             _count(count, f"since[{artifact_id!r}]", least=1)
         due = _count(data["due"], "due", least=1)
-        if not isinstance(data["waiting"], bool):
-            raise StateDictError(f"promotion state: waiting must be a bool, got {data['waiting']!r}")
-        self._since, self._due, self._waiting = dict(since), due, data["waiting"]
+        waiting = flag(data["waiting"], "promotion state: waiting", error=StateDictError)
+        self._since, self._due, self._waiting = dict(since), due, waiting

@@ -99,6 +99,8 @@ CREATE TABLE IF NOT EXISTS events (
     payload TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
+-- A call id is dispatched once: a second writer or a bug that reused one is refused, not silently double-counted.
+CREATE UNIQUE INDEX IF NOT EXISTS events_call ON events(json_extract(payload, '$.call')) WHERE kind = 'dispatch';
 
 -- Named JSON documents of the run: its configuration, the latest checkpoint, the wall time noted while it ran.
 CREATE TABLE IF NOT EXISTS run_state (

@@ -22,6 +22,7 @@ from agentgrad.core.diff import Diff, apply, fingerprint, invert
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.ids import validate_id
 from agentgrad.errors import (
+    DamagedStoreError,
     FrozenLayerError,
     InvalidIdError,
     InvalidOpError,
@@ -52,6 +53,8 @@ class SQLiteStore:
     Args:
         run_dir: the run directory (created if missing); the database is ``run_dir/agentgrad.db``.
         git: mirror committed versions to ``run_dir/library.git``.
+        readonly: open an existing store for reading only: nothing is written, not even a setting, so a run
+            directory the user cannot write can be read; every write raises. No git mirror.
         clock: the time source for created-at stamps (and git commit times); `time.time` by default.
         busy_timeout: seconds to wait for another writer before giving up.
     State: one SQLite connection (guarded by a lock, so one store may be shared by threads), a cache of texts
@@ -59,12 +62,14 @@ class SQLiteStore:
     """
 
     def __init__(self, run_dir: str | Path, *, git: bool = True, clock: Callable[[], float] = time.time,
-                 busy_timeout: float = 30.0) -> None:
+                 busy_timeout: float = 30.0, readonly: bool = False) -> None:
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not readonly:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        git = git and not readonly
         self._clock = clock
         self._texts: dict[str, str] = {}
-        self._conn = tables.connect(self.run_dir / DB_NAME, busy_timeout)
+        self._conn = tables.connect(self.run_dir / DB_NAME, busy_timeout, readonly=readonly)
         self._tx = Transactions(self._conn, str(self.run_dir / DB_NAME))
         self._lock, self._write, self._read = self._tx.lock, self._tx.write, self._tx.read
         self.journal = EventLog.sharing(self._tx, clock=clock)
@@ -378,6 +383,29 @@ class SQLiteStore:
             if self._mirror is None:
                 return 0
             return mirroring.sync(self._conn, self._mirror, self._write, batch=batch)
+
+    def check_integrity(self) -> None:
+        """SQLite's quick integrity check of the whole file; `DamagedStoreError` saying what it found if not ok."""
+        with self._read() as c:
+            found = [str(row[0]) for row in c.execute("PRAGMA quick_check").fetchall()]
+        if found != ["ok"]:
+            raise DamagedStoreError(f"{self.run_dir / DB_NAME} fails its integrity check ({'; '.join(found[:3])}); "
+                                    "restore the run directory from a copy, or start a new run directory (the git "
+                                    f"mirror {self.run_dir / GIT_NAME} holds every committed version)")
+
+    def check_agreement(self, artifact_id: str) -> None:
+        """The journal and the store tell the same story of `artifact_id`'s commits (a step writes both in one
+        transaction): a damaged file that lost some of either raises `DamagedStoreError` rather than being resumed
+        with less spent than was."""
+        logged = sorted((int(e.payload["version"]), str(e.payload["diff"])) for e in self.journal.read(["commit"])
+                        if e.payload["artifact"] == artifact_id)
+        stored = [(v.number, str(v.diff_id)) for v in self.history(artifact_id)[1:]]
+        if logged != stored:
+            pairs = zip(logged, stored, strict=False)
+            first = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(logged), len(stored))) + 1
+            raise DamagedStoreError(f"{self.run_dir}: the event log names {len(logged)} commits of {artifact_id!r} "
+                                    f"and the store holds {len(stored)} (they first differ at version {first}); the "
+                                    "run directory is damaged: restore it from a copy, or start a new run directory")
 
     def _sync_mirror(self) -> None:
         if self._mirror is not None:

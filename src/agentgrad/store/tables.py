@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from agentgrad.core.artifact import Version
 from agentgrad.core.decision import Decision
@@ -45,11 +46,15 @@ class HeadRow(NamedTuple):
     diff_id: str | None
 
 
-def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+def connect(path: Path, busy_timeout: float, *, readonly: bool = False) -> sqlite3.Connection:
     """Open (and if new, create) the database with WAL, synchronous=NORMAL, a busy timeout and foreign keys.
 
-    The connection is in autocommit mode (``isolation_level=None``): transactions are explicit.
+    The connection is in autocommit mode (``isolation_level=None``): transactions are explicit. `readonly` opens
+    an existing database without writing anything, not even a setting (so a directory the user cannot write can
+    be read); every write through it fails.
     """
+    if readonly:
+        return _read_only(path, busy_timeout)
     conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     try:
         with damage_reported(str(path)):
@@ -65,12 +70,39 @@ def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float) -> None:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    found = conn.execute("PRAGMA user_version").fetchone()[0]
-    if found > SCHEMA_VERSION:
-        raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
-    if found < SCHEMA_VERSION:
+    if _check_version(conn, path) < SCHEMA_VERSION:
         schema = resources.files("agentgrad.store").joinpath("schema.sql").read_text("utf-8")
         conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
+
+
+def _read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A connection that writes nothing. A WAL database is read beside its writer through the ``-wal`` and
+    ``-shm`` files; when they are absent (no writer: they exist while one is open) and cannot be created (a
+    directory the user cannot write), the file is opened as immutable, which needs neither."""
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        conn = sqlite3.connect(f"file:{quote(str(path))}?{options}", timeout=busy_timeout, isolation_level=None,
+                               check_same_thread=False, uri=True)
+        try:
+            with damage_reported(str(path)):
+                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+                _check_version(conn, path)
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "immutable" in options or not ("readonly" in str(exc) or "unable to open" in str(exc)):
+                raise
+        except BaseException:
+            conn.close()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> int:
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
+    return found
 
 
 def check_branch(branch: str) -> str:

@@ -14,6 +14,7 @@ apply in order with `agentgrad.core.diff.apply_ops`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,12 +68,20 @@ def make_diff(strategy: Strategy, artifact_id: str, base_version: int, text: str
     return Diff(artifact_id, base_version, strategy.ops(proposal, text), author=author, rationale=rationale)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # control characters but tab, newline, return
+
+
 def check_text(value: str, what: str) -> str:
-    """Return `value` if it encodes as UTF-8, else raise `InvalidProposalError` naming the lone surrogate."""
+    """Return `value` if it encodes as UTF-8 and holds no control character (a NUL byte, an escape, ...; tab,
+    newline and carriage return are text), else raise `InvalidProposalError` saying which and where."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidProposalError(f"{what} is not valid Unicode (lone surrogate at index {exc.start})") from exc
+    control = _CONTROL.search(value)
+    if control is not None:
+        raise InvalidProposalError(f"{what} holds a control character (U+{ord(control.group()):04X} at index "
+                                   f"{control.start()}); it would be committed into the artifact and its exports")
     return value
 
 

@@ -1,0 +1,59 @@
+"""`OpenDiffs`: the diffs of a run without a final verdict yet (proposals being judged, candidates held for more
+evidence), and the changes they make, so that a proposal making the same change meanwhile is caught at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agentgrad.core.diff import Diff, fingerprint
+
+
+class OpenDiffs:
+    """State: the open diffs by id, and the id of the first open diff making each change (by `fingerprint`).
+
+    `state_dict()` lists the open diffs; a resumed run rebuilds them from its log (`runtime.resume`), so the
+    checkpoint does not carry them."""
+
+    def __init__(self) -> None:
+        self._diffs: dict[str, Diff] = {}
+        self._prints: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._diffs)
+
+    def __iter__(self) -> Iterator[Diff]:
+        return iter(list(self._diffs.values()))
+
+    def __contains__(self, diff_id: object) -> bool:
+        return diff_id in self._diffs
+
+    def hold(self, diffs: Sequence[Diff]) -> None:
+        """Note diffs that have no final verdict yet."""
+        for diff in diffs:
+            self._diffs[diff.id] = diff
+            self._prints.setdefault(fingerprint(diff), diff.id)
+
+    def drop(self, diff_id: str) -> Diff | None:
+        """A diff got its final verdict; the diff, if it was open."""
+        diff = self._diffs.pop(diff_id, None)
+        if diff is not None and self._prints.get(fingerprint(diff)) == diff_id:
+            del self._prints[fingerprint(diff)]
+        return diff
+
+    def twin(self, diff: Diff) -> str | None:
+        """The id of an open diff that makes the same change as `diff`, if any."""
+        return self._prints.get(fingerprint(diff))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"open": [d.to_dict() for d in self._diffs.values()]}
+
+    def load_state_dict(self, data: Any) -> None:
+        """Restore a `state_dict()`; `StateDictError` (or `InvalidOpError` for a bad diff) and nothing changed."""
+        from agentgrad.errors import StateDictError
+
+        if not isinstance(data, dict) or not isinstance(data.get("open"), list):
+            raise StateDictError(f"bad open diffs state: {data!r:.80}")
+        diffs = [Diff.from_dict(d) for d in data["open"]]
+        self._diffs, self._prints = {}, {}
+        self.hold(diffs)

@@ -1,0 +1,35 @@
+"""Open diffs: a change in flight is found by its effect, not its id; the state round-trips."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgrad.core.diff import Diff
+from agentgrad.core.ops import Op
+from agentgrad.errors import StateDictError
+from agentgrad.runtime.opendiffs import OpenDiffs
+
+
+def _diff(rule: str, author: str) -> Diff:
+    return Diff("skill", 0, (Op.add("rule", rule),), author=author)
+
+
+def test_an_open_change_is_found_whoever_proposes_it_again_until_its_verdict() -> None:
+    open_ = OpenDiffs()
+    first, again = _diff("- a: use method 1", "w1"), _diff("- a: use method 1", "w2")
+    assert first.id != again.id
+    open_.hold([first])
+    assert open_.twin(again) == first.id and first.id in open_ and len(open_) == 1
+    assert open_.drop(first.id) == first and open_.twin(again) is None and len(open_) == 0
+    assert open_.drop(first.id) is None
+
+
+def test_the_open_diffs_round_trip_and_bad_state_changes_nothing() -> None:
+    open_ = OpenDiffs()
+    open_.hold([_diff("- a: use method 1", "w1"), _diff("- b: use method 2", "w1")])
+    copy = OpenDiffs()
+    copy.load_state_dict(open_.state_dict())
+    assert copy.state_dict() == open_.state_dict() and len(copy) == 2
+    with pytest.raises(StateDictError):
+        copy.load_state_dict({"open": "nope"})
+    assert copy.state_dict() == open_.state_dict()
