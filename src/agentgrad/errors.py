@@ -58,6 +58,10 @@ class RunDirLockedError(AgentgradError):
     """Another run is writing to this run directory (the message names it): one writer per directory."""
 
 
+class ForeignMirrorError(AgentgradError):
+    """The run directory's git mirror holds a history its store did not write (another run's): it is not touched."""
+
+
 class StaleHeadError(AgentgradError):
     """Compare-and-swap on a branch head failed: somebody else committed first. Rebase and try again."""
 

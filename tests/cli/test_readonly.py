@@ -65,3 +65,11 @@ def test_a_read_only_store_and_log_refuse_writes(done: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         log.append("note", {"x": 1})
     log.close()
+
+
+def test_export_to_a_path_that_cannot_be_written_says_so_without_a_traceback(done: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = cli("export", done, blocker / "out")
+    assert result.exit_code != 0
+    assert "cannot use" in result.output and "Traceback" not in result.output

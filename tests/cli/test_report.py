@@ -91,3 +91,23 @@ def test_report_on_a_killed_run_has_its_lineage_and_no_held_out_number(killed_ru
     assert [row["version"] for row in data["lineage"]] == [0, 1, 2]
     assert data["reward"]["held_out"] == [] and data["state"] == "unfinished"
     assert (killed_run / "report").exists() is False  # --out was honoured
+
+
+HOSTILE = ["$\\frac{$", "costs $5 ... $10", "a \\ backslash", "<b>bold</b></script>", "emoji 🚀", "bell\x07\x00"]
+
+
+def test_text_full_of_dollars_backslashes_markup_emoji_and_controls_is_shown_literally(finished_run: Path,
+                                                                                        tmp_path: Path) -> None:
+    from agentgrad.cli.report import literal, render_html, render_png
+
+    _, _, data = _report(finished_run, tmp_path / "r")
+    data["artifact"] = " ".join(HOSTILE)
+    for row in data["lineage"]:
+        row["ops"] = [*row.get("ops", []), *HOSTILE]
+        row["reason"] = " ".join(HOSTILE)
+    png = render_png(data)  # matplotlib's mathtext would raise on "$\frac{$"
+    assert image.imread(io.BytesIO(png), format="png").shape[0] > 500
+    page = render_html(data, png)
+    assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert page.count("</script>") == 1  # the data block cannot be closed early by text in it
+    assert literal("bell\x07\x00 $x$\n") == "bell\ufffd\ufffd $x$\n"

@@ -25,7 +25,7 @@ def test_task_with_list_gold_is_hashable_and_round_trips() -> None:
     assert Task.from_dict(task.to_dict()) == task
 
 
-@pytest.mark.parametrize("bad_id", ["", "x" * 201, "a\x00b", 7, None])
+@pytest.mark.parametrize("bad_id", ["", "x" * 201, "a\x00b", 7, None, "t3\ud800"])
 def test_task_refuses_unusable_ids(bad_id: Any) -> None:
     with pytest.raises(InvalidIdError):
         Task(bad_id, "q")

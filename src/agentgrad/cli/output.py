@@ -44,7 +44,8 @@ def emit_json(value: Any) -> None:
 
 
 def guarded(command: Callable[P, R]) -> Callable[P, R]:
-    """Turn agentgrad errors raised by `command` into one message per problem and an exit code (no traceback)."""
+    """Turn agentgrad errors (and a file error on a path the user named) raised by `command` into one message per
+    problem and an exit code (no traceback)."""
     from agentgrad.cli.config import ConfigFileError
 
     @functools.wraps(command)
@@ -59,5 +60,8 @@ def guarded(command: Callable[P, R]) -> Callable[P, R]:
             fail(str(exc), USAGE)
         except AgentgradError as exc:
             fail(str(exc), FAILED)
+        except OSError as exc:  # an unwritable or missing path the user named: say which, no traceback
+            where = f" {exc.filename}" if exc.filename else ""
+            fail(f"cannot use{where}: {exc.strerror or exc}", FAILED)
 
     return wrapper

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 STAGE_COLOURS = {"rollouts": "#4c72b0", "proposals": "#dd8452", "gate_evals": "#55a868"}
 
 
+def literal(text: str) -> str:
+    """User or model text as a plot shows it literally: control characters (but newlines) as U+FFFD; with
+    ``parse_math=False`` at every call, ``$...$`` and backslashes are plain characters, not math."""
+    return "".join(c if c == "\n" or c.isprintable() else "\ufffd" for c in text)
+
+
 def _reward(ax: Axes, data: dict[str, Any], axis: str, label: str) -> None:
     val, held = data["reward"]["validation"], data["reward"]["held_out"]
     if val:
@@ -26,8 +32,8 @@ def _reward(ax: Axes, data: dict[str, Any], axis: str, label: str) -> None:
     if held:
         ax.plot([p[axis] for p in held], [p["reward"] for p in held], "s", color="#c44e52", label="held-out")
         for point in held:
-            ax.annotate(f"{point['label']} {point['reward']:.2f}", (point[axis], point["reward"]),
-                        textcoords="offset points", xytext=(-8, 6), ha="right", fontsize=8)
+            ax.annotate(literal(f"{point['label']} {point['reward']:.2f}"), (point[axis], point["reward"]),
+                        textcoords="offset points", xytext=(-8, 6), ha="right", fontsize=8, parse_math=False)
     ax.set(xlabel=label, ylabel="reward", ylim=(-0.02, 1.02), title=f"reward over {label.split(' (')[0]}")
     if val or held:
         ax.legend(loc="lower right")
@@ -64,7 +70,7 @@ def _mix(ax: Axes, data: dict[str, Any]) -> None:
 
 def _lineage(ax: Axes, data: dict[str, Any]) -> None:
     ax.axis("off")
-    ax.set_title(f"lineage of {data['artifact']}")
+    ax.set_title(literal(f"lineage of {data['artifact']}"), parse_math=False)
     lines = []
     for row in data["lineage"][-18:]:
         if row["diff"] is None:
@@ -74,8 +80,8 @@ def _lineage(ax: Axes, data: dict[str, Any]) -> None:
         extra = f"  P={numbers['p']:.3f}" if "p" in numbers else ""
         change = "; ".join(row.get("ops", []))
         lines.append(f"v{row['version']}  {row['diff']}{extra}  {change[:60]}")
-    ax.text(0.0, 1.0, "\n".join(lines) or "no versions", va="top", ha="left", family="monospace", fontsize=8,
-            transform=ax.transAxes)
+    ax.text(0.0, 1.0, literal("\n".join(lines)) or "no versions", va="top", ha="left", family="monospace",
+            fontsize=8, transform=ax.transAxes, parse_math=False)
 
 
 def render_png(data: dict[str, Any]) -> bytes:
@@ -90,7 +96,7 @@ def render_png(data: dict[str, Any]) -> bytes:
     _activity(axes[1][1], data)
     _mix(axes[2][0], data)
     _lineage(axes[2][1], data)
-    figure.suptitle(f"agentgrad run {data['run_dir']} ({data['state']})")
+    figure.suptitle(literal(f"agentgrad run {data['run_dir']} ({data['state']})"), parse_math=False)
     out = io.BytesIO()
     figure.savefig(out, format="png", metadata={"Software": "agentgrad"})
     return out.getvalue()

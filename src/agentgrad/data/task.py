@@ -17,7 +17,8 @@ Field = str | Callable[[Mapping[str, Any]], Any]
 
 
 def check_task_id(value: object) -> str:
-    """Return `value` if it is a usable task id (a non-empty string of at most 200 characters, no NUL)."""
+    """Return `value` if it is a usable task id (a non-empty string of at most 200 characters, valid Unicode,
+    no NUL)."""
     task_id = text(value, "task id", empty=True, error=InvalidIdError)
     if not task_id:
         raise InvalidIdError("task id must not be empty")
@@ -25,6 +26,11 @@ def check_task_id(value: object) -> str:
         raise InvalidIdError(f"task id is {len(task_id)} characters long; the limit is {MAX_TASK_ID_LENGTH}")
     if "\x00" in task_id:
         raise InvalidIdError(f"task id {task_id!r} contains a NUL byte")
+    try:
+        task_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidIdError(f"task id {task_id!r} is not valid Unicode (a lone surrogate at index {exc.start}); "
+                             "decode the data with errors='replace', or fix the id") from None
     return task_id
 
 

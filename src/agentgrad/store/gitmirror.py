@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from dulwich.errors import ChecksumMismatch, ObjectFormatException
 from dulwich.file import FileLocked
 from dulwich.objects import Blob, Commit, ShaFile, Tree
 from dulwich.repo import Repo
@@ -236,6 +238,24 @@ class GitMirror:
             except FileLocked:
                 _clear_stale_locks(self.path)
                 write()
+
+    def readable(self, sha: str) -> bool:
+        """True if the commit `sha` and its tree can be read (False: missing, or its pack is damaged)."""
+        try:
+            commit = self._repo[cast("ObjectID", sha.encode())]
+            if not isinstance(commit, Commit):
+                return False
+            self._repo[commit.tree]
+        except (KeyError, ValueError, OSError, zlib.error, ChecksumMismatch, ObjectFormatException):
+            return False
+        return True
+
+    def recreate(self) -> None:
+        """Replace the repository by a new, empty one (the store rebuilds its history: it is the source of truth)."""
+        with self._guard:
+            self._repo.close()
+            self._create(self.path)
+        self._repo = Repo(str(self.path))
 
     def branch(self, branch: str) -> str | None:
         """The hex sha `refs/heads/<branch>` points at, or None if the branch does not exist yet."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from agentgrad.errors import ForeignMirrorError
 from agentgrad.store import codec
 from agentgrad.store.gitmirror import GitMirror, MirrorCommit, version_message
 
@@ -50,6 +51,35 @@ def lag(conn: sqlite3.Connection) -> int:
     row = conn.execute(
         "SELECT count(*) FROM versions WHERE seq > (SELECT coalesce(max(seq), 0) FROM mirror)").fetchone()
     return int(row[0])
+
+
+def check(conn: sqlite3.Connection, mirror: GitMirror, transaction: Transaction) -> bool:
+    """Check the mirror against what the store says it mirrored; True if it had to be emptied for a rebuild.
+
+    A mirror whose `dev` tip is the last commit the store wrote, and readable, is fine. A missing, emptied or
+    damaged one is recreated empty and the store's record of it cleared, so the next `sync` writes the whole
+    history again (the commits are deterministic: the same shas come back). A mirror with a history this store
+    did not write (another run's) raises `ForeignMirrorError` and is left as it is.
+    """
+    last = conn.execute("SELECT seq, sha FROM mirror ORDER BY seq DESC LIMIT 1").fetchone()
+    dev = mirror.branch("dev")
+    if last is None:
+        if dev is not None:
+            raise ForeignMirrorError(f"{mirror.path} holds a history this run did not write (dev at {dev[:12]}); "
+                                     "move it away or use a new run directory")
+        return False
+    sha = str(last[1])
+    if dev == sha and mirror.readable(sha):
+        return False
+    if dev is not None and dev != sha and mirror.readable(dev) and not mirror.readable(sha):
+        raise ForeignMirrorError(f"{mirror.path} holds a history this run did not write (dev at {dev[:12]}, the "
+                                 f"store's last mirrored commit is {sha[:12]}); move it away or use a new run "
+                                 "directory")
+    mirror.recreate()
+    with transaction() as c:
+        c.execute("DELETE FROM mirror")
+        c.execute("UPDATE stable_log SET git_sha = NULL")
+    return True
 
 
 def sync(conn: sqlite3.Connection, mirror: GitMirror, transaction: Transaction, *, batch: int = 2000) -> int:

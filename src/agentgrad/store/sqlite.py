@@ -74,9 +74,11 @@ class SQLiteStore:
         self._lock, self._write, self._read = self._tx.lock, self._tx.write, self._tx.read
         self.journal = EventLog.sharing(self._tx, clock=clock)
         self._mirror: GitMirror | None = None
+        self.mirror_rebuilt = False  # True when the git mirror was missing or damaged: rebuilt from the store
         if git:
-            with self._write():  # serialises creating the repository with other openers
+            with self._write():  # serialises creating (and checking) the repository with other openers
                 self._mirror = GitMirror(self.run_dir / GIT_NAME)
+                self.mirror_rebuilt = mirroring.check(self._conn, self._mirror, self._write)
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """One unit of work: every store write and `journal` event inside the block commits together when it
