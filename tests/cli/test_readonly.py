@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -73,3 +74,21 @@ def test_export_to_a_path_that_cannot_be_written_says_so_without_a_traceback(don
     result = cli("export", done, blocker / "out")
     assert result.exit_code != 0
     assert "cannot use" in result.output and "Traceback" not in result.output
+
+
+def test_fsck_passes_a_sound_run_and_names_what_is_damaged(done: Path) -> None:
+    before = _files(done)["agentgrad.db"]
+    result = cli("fsck", done)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("ok  ") >= 4 and "DAMAGED" not in result.output
+    assert _files(done)["agentgrad.db"] == before  # it wrote nothing
+    shutil.rmtree(done / "library.git")
+    conn = sqlite3.connect(done / "agentgrad.db")
+    conn.execute("DELETE FROM events WHERE kind = 'commit'")
+    conn.commit()
+    conn.close()
+    damaged = cli("fsck", done, "--json")
+    assert damaged.exit_code != 0
+    report = json.loads(damaged.stdout)
+    bad = {f["check"].split(":")[0] for f in report["findings"] if not f["ok"]}
+    assert not report["ok"] and bad == {"log and store", "git mirror"}

@@ -1,4 +1,5 @@
-"""The `agentgrad` command line (typer): run, resume, status, log, show, diff, why, promote, export, report, cancel.
+"""The `agentgrad` command line (typer): run, resume, status, log, show, diff, why, promote, export, fsck, report,
+cancel.
 
 `import agentgrad` never imports this module; the commands import the runtime, rich and matplotlib only when they
 need them, so `agentgrad status` stays quick.
@@ -21,6 +22,7 @@ app.command()(inspecting.diff)
 app.command()(inspecting.why)
 app.command()(library.promote)
 app.command()(library.export)
+app.command()(library.fsck)
 app.command()(reporting.report)
 app.command()(running.cancel)
 

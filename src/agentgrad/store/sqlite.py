@@ -413,6 +413,12 @@ class SQLiteStore:
         if self._mirror is not None:
             self.sync_git()
 
+    def last_mirrored(self) -> str | None:
+        """The git sha of the last version mirrored to `dev`, or None."""
+        with self._read() as c:
+            row = c.execute("SELECT sha FROM mirror ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else str(row[0])
+
     def git_lag(self) -> int:
         """How many committed versions the git mirror is behind."""
         with self._lock:

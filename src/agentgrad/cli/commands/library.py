@@ -1,4 +1,4 @@
-"""`promote` (stable := dev) and `export` (the stable library as plain files)."""
+"""`promote` (stable := dev), `export` (the stable library as plain files) and `fsck` (check a run directory)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from agentgrad.cli.commands.running import RunDirArg
-from agentgrad.cli.output import USAGE, emit_json, fail, guarded, say
+from agentgrad.cli.output import FAILED, USAGE, emit_json, fail, guarded, say
 from agentgrad.cli.rundir import RunDir, RunDirError
 
 
@@ -59,3 +59,23 @@ def export(run_dir: RunDirArg,
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(version.text, encoding="utf-8")
         say(f"{path} ({artifact_id} {branch} v{version.number})")
+
+
+@guarded
+def fsck(run_dir: RunDirArg,
+         as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False) -> None:
+    """Check a run directory without writing to it: the database, the log against the store, the calls, the git
+    mirror. Exits non-zero if anything is wrong, and says what."""
+    from agentgrad.store.fsck import fsck as check
+
+    target = RunDir(run_dir)
+    target.require()
+    findings = check(target.path)
+    if as_json:
+        emit_json({"ok": all(f.ok for f in findings),
+                   "findings": [{"check": f.check, "ok": f.ok, "detail": f.detail} for f in findings]})
+    else:
+        for finding in findings:
+            say(f"{'ok' if finding.ok else 'DAMAGED'}  {finding.check}: {finding.detail}")
+    if not all(f.ok for f in findings):
+        raise typer.Exit(FAILED)
