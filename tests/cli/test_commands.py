@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
 from agentgrad.store.sqlite import SQLiteStore
-from tests.cli.helpers import ARTIFACT, check_consistent, cli, dispatched, events, json_lines, world_config
+from tests.cli.helpers import ARTIFACT, check_consistent, cli, cli_process, dispatched, events, json_lines, world_config
 
 
 def test_run_finishes_with_a_summary_and_a_consistent_store(finished_run: Path) -> None:
@@ -162,3 +163,21 @@ def test_a_run_that_fails_exits_1_and_status_names_the_error(tmp_path: Path) -> 
     assert "FAILED: RewardError" in result.stdout and "grader bug" in result.stdout
     info = json.loads(cli("status", tmp_path / "run", "--json").stdout)
     assert info["state"] == "failed" and "grader bug" in info["error"]
+
+
+def test_agentgrad_run_exits_within_its_bound_when_a_sync_run_hangs_for_good(tmp_path: Path) -> None:
+    (tmp_path / "stuck_agent.py").write_text(
+        "import threading\n"
+        "NEVER = threading.Event()\n"
+        "def run(skill, task):\n"
+        "    if task.id.endswith(('1', '5')):\n"
+        "        NEVER.wait()  # a request that never comes back\n"
+        "    return 'a long time ago'\n"
+        "def propose(skill, task, output, reward):\n    return 'Always state the year.'\n")
+    config = tmp_path / "stuck.toml"
+    config.write_text('[task]\nset = "dates"\n[model]\nrun = "stuck_agent:run"\npropose = "stuck_agent:propose"\n'
+                      '[budget]\nrollouts = 8\ngate_evals = 30\n[run]\ntimeout = 1.0\n')
+    started = time.monotonic()
+    done = cli_process("run", config, "--run-dir", tmp_path / "run", "--quiet", timeout=120)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert time.monotonic() - started < 60  # the hung calls' threads did not keep the process alive

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 from agentgrad.core.artifact import Artifact, Kind
 from agentgrad.core.decision import Outcome
-from agentgrad.errors import ConfigError, DamagedStoreError
+from agentgrad.errors import AgentgradError, ConfigError, DamagedStoreError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.evolve import evolve
@@ -200,3 +202,34 @@ def test_a_resume_on_a_file_that_fails_its_integrity_check_is_refused(tmp_path: 
     db.write_bytes(bytes(data))
     with pytest.raises(DamagedStoreError):
         run(tmp_path, agent(), budget=SMALL, asynchronous=False)
+
+
+@pytest.mark.slow
+def test_random_8_kib_overwrites_of_the_database_never_resume_silently(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    first = run(template, agent(), budget=SMALL, asynchronous=False)
+    spent = (first.usage.rollouts, first.usage.proposals, first.usage.gate_evals)
+    rng = random.Random(8)
+    outcomes: Counter[str] = Counter()
+    for trial in range(50):
+        store = tmp_path / f"t{trial}"
+        shutil.copytree(template, store)
+        db = store / "agentgrad.db"
+        data = bytearray(db.read_bytes())
+        at = rng.randrange(0, max(1, len(data) - 8192))
+        data[at:at + 8192] = rng.randbytes(8192)
+        db.write_bytes(bytes(data))
+        try:
+            again = run(store, agent(), budget=SMALL, asynchronous=False)
+        except AgentgradError:  # refused with a typed error (a raw driver error would fail the test)
+            outcomes["refused"] += 1
+            continue
+        if again.error is not None:
+            assert isinstance(again.error, AgentgradError), again.error  # a typed error, never a raw one
+            outcomes["failed loudly"] += 1
+            continue
+        # it resumed: the damage hit no live page, and nothing spent was forgotten
+        now = (again.usage.rollouts, again.usage.proposals, again.usage.gate_evals)
+        assert all(n >= s for n, s in zip(now, spent, strict=True)), (trial, now, spent)
+        outcomes["resumed intact"] += 1
+    assert outcomes["refused"] + outcomes["failed loudly"] >= 25, outcomes

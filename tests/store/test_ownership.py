@@ -69,3 +69,15 @@ def test_a_holder_killed_with_minus_9_frees_the_directory(tmp_path: Path) -> Non
     assert done.returncode == -signal.SIGKILL, done.stderr
     with WriterLock(tmp_path) as lock:
         assert lock.held
+
+
+def test_two_processes_on_one_run_directory_one_runs_and_the_other_is_refused(tmp_path: Path) -> None:
+    helper = Path(__file__).parents[1] / "runtime" / "killable_run.py"
+    procs = [subprocess.Popen([sys.executable, str(helper), str(tmp_path), "async", "3"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    finished = [out for out, _ in outs if '"ok": true' in out]
+    refused = [err for _, err in outs if "RunDirLockedError" in err and "being written by another run" in err]
+    assert len(finished) == 1 and len(refused) == 1, [o[1][-500:] for o in outs]
+    spent = dispatched(tmp_path)
+    assert spent["rollouts"] <= 48 and spent["proposals"] <= 24 and spent["gate_evals"] <= 360

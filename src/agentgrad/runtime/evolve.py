@@ -84,7 +84,7 @@ def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConf
             store.check_integrity()
             store.check_agreement(artifact.id)
         except BaseException:
-            store.close()
+            store.close(sync=False)
             raise
         return store, True
     with store.transaction():

@@ -33,7 +33,7 @@ from agentgrad.errors import (
 from agentgrad.store import codec, mirroring, tables
 from agentgrad.store.events import EventLog
 from agentgrad.store.gitmirror import GitMirror
-from agentgrad.store.transaction import Transactions
+from agentgrad.store.transaction import Transactions, damage_reported
 
 DB_NAME = tables.DB_NAME
 GIT_NAME = "library.git"
@@ -86,12 +86,14 @@ class SQLiteStore:
         commit. An optimizer step's commits, verdicts, events and checkpoint go in one such block."""
         return self._write()
 
-    def close(self) -> None:
-        """Write the journal's deferred events, catch the git mirror up, then close the database and the repository."""
+    def close(self, *, sync: bool = True) -> None:
+        """Write the journal's deferred events, catch the git mirror up (unless not `sync`: a store found damaged
+        is closed without touching it again), then close the database and the repository."""
         with self._lock:
             try:
-                self.journal.flush()
-                self._sync_mirror()
+                if sync:
+                    self.journal.flush()
+                    self._sync_mirror()
             finally:
                 if self._mirror is not None:
                     self._mirror.close()
@@ -384,7 +386,8 @@ class SQLiteStore:
         with self._lock:
             if self._mirror is None:
                 return 0
-            return mirroring.sync(self._conn, self._mirror, self._write, batch=batch)
+            with damage_reported(str(self.run_dir / DB_NAME)):
+                return mirroring.sync(self._conn, self._mirror, self._write, batch=batch)
 
     def check_integrity(self) -> None:
         """SQLite's quick integrity check of the whole file; `DamagedStoreError` saying what it found if not ok."""
