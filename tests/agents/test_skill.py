@@ -77,10 +77,10 @@ def test_every_model_call_of_the_run_is_charged_including_reflection(tmp_path: P
     assert usage.tokens == 6 * (usage.rollouts + usage.gate_evals + usage.proposals + usage.test_evals)
 
 
-def test_named_models_are_priced_limited_retried_and_latched(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_named_models_are_priced_limited_broken_retried_and_latched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     kinds = [type(layer).__name__ for layer in layers(resolve_model("openai:gpt-4o-mini", concurrency=3))]
-    assert kinds == ["FatalLatch", "Retry", "ConcurrencyLimit", "Accounting", "OpenAICompatible"]
+    assert kinds == ["FatalLatch", "Retry", "CircuitBreaker", "ConcurrencyLimit", "Accounting", "OpenAICompatible"]
 
 
 def small(messages: Sequence[Message], **params: Any) -> str:

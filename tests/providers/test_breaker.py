@@ -142,3 +142,19 @@ def test_an_open_circuit_sends_nothing_to_the_server(server: FakeServer) -> None
     outcomes = [attempt(breaker) for _ in range(8)]
     assert outcomes == ["server"] * 5 + ["circuit_open"] * 3
     assert server.counts["err-500"] == 5
+
+
+def test_a_breaker_that_opens_on_silence_only_is_not_opened_by_rate_limits() -> None:
+    from agentgrad.providers.errors import ConnectionLost, ProviderTimeout, RateLimitError
+
+    calls = {"n": 0}
+
+    def limited(messages: Any, **params: Any) -> str:
+        calls["n"] += 1
+        raise RateLimitError("slow down", status=429)
+
+    breaker = CircuitBreaker(CallableProvider(limited), failures=2, opens_on=(ProviderTimeout, ConnectionLost))
+    for _ in range(5):
+        with pytest.raises(RateLimitError):
+            asyncio.run(breaker.complete(USER))
+    assert breaker.state == "closed" and calls["n"] == 5

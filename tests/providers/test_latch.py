@@ -10,7 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
+from agentgrad.errors import SystemicError
 from agentgrad.providers import AuthError, CallableProvider, FatalLatch, Message, OpenAICompatible, ServerError
+from agentgrad.providers.errors import SilentEndpointError
 from tests.providers.fake_server import FakeServer
 from tests.providers.helpers import USER
 
@@ -61,3 +63,57 @@ def test_a_transient_failure_does_not_latch_and_the_next_call_probes() -> None:
     assert latch.latched is None and not latch.answered
     assert asyncio.run(latch.complete(USER)).text == "fine"
     assert latch.answered
+
+
+class _SilentServer:
+    """A TCP server on 127.0.0.1 that accepts connections, reads, and never answers."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.url = ""
+
+    async def __aenter__(self) -> _SilentServer:
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            await reader.read(65536)
+            await asyncio.sleep(3600)
+
+        self._server = await asyncio.start_server(hold, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+
+
+def test_a_silent_endpoint_stops_every_call_within_the_first_answer_bound_after_one_request() -> None:
+    async def main() -> tuple[list[str], float, int]:
+        async with _SilentServer() as silent:
+            latch = FatalLatch(OpenAICompatible(silent.url, model="m", timeout=60.0), first_answer_within=0.5)
+            outcomes: list[str] = []
+            started = anyio.current_time()
+
+            async def one() -> None:
+                try:
+                    await latch.complete(USER)
+                except SilentEndpointError as err:
+                    outcomes.append(err.kind)
+
+            async with anyio.create_task_group() as group:
+                for _ in range(16):
+                    group.start_soon(one)
+            return outcomes, anyio.current_time() - started, silent.connections
+
+    outcomes, seconds, connections = asyncio.run(main())
+    assert outcomes == ["silent"] * 16 and connections == 1
+    assert seconds < 5  # about the bound, not 16 x 60 s, nor 60 s x the retries
+
+
+def test_the_named_model_stack_bounds_the_first_answer_at_30_seconds() -> None:
+    from agentgrad.agents.skill import resolve_model
+    from agentgrad.providers.middleware.base import layers
+
+    latch = next(p for p in layers(resolve_model("openai:m")) if isinstance(p, FatalLatch))
+    assert latch.first_answer_within == 30.0
+    assert issubclass(SilentEndpointError, SystemicError)  # raised inside run, it stops the run at once

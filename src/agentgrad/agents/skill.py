@@ -18,7 +18,8 @@ from agentgrad.data.splits import split
 from agentgrad.data.task import Task, tasks_from_rows
 from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Provider
-from agentgrad.providers.middleware import Accounting, ConcurrencyLimit, FatalLatch, Meter, Retry, wrap
+from agentgrad.providers.errors import ConnectionLost, ProviderTimeout
+from agentgrad.providers.middleware import Accounting, CircuitBreaker, ConcurrencyLimit, FatalLatch, Meter, Retry, wrap
 from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
 from agentgrad.runtime.config import Workers
 from agentgrad.runtime.evolve import evolve
@@ -41,8 +42,10 @@ def resolve_model(model: str | Provider, *, concurrency: int = 16) -> Provider:
     """A provider for `model`: "local[:name-or-path]", "openai:<model>", "anthropic:<model>", or a Provider.
 
     Named models get the standard middleware: pricing from the default price table (so cost budgets bind), a
-    concurrency limit, one retry budget per call, and a latch that sends one call first and stops every later one
-    at once after an answer no retry can change (a bad key, an unknown model).
+    concurrency limit, one retry budget per call, a circuit breaker (after 5 requests in a row time out or lose
+    their connection, calls fail at once for 30 s, then one probes; rate limits never open it), and a latch that
+    sends one call first and stops every later one at once after an answer no retry can change (a bad key, an
+    unknown model) or no answer at all within 30 s (a silent endpoint: `SilentEndpointError`; the run stops).
     """
     if not isinstance(model, str):
         return model
@@ -63,7 +66,8 @@ def resolve_model(model: str | Provider, *, concurrency: int = 16) -> Provider:
         raise ConfigError(f"unknown model {model!r}: use 'local', 'local:<gguf path>', 'openai:<model>', "
                           "'anthropic:<model>' or a Provider")
     meter = Meter()
-    return wrap(provider, lambda p: Accounting(p, meter), lambda p: ConcurrencyLimit(p, concurrency), Retry, FatalLatch)
+    return wrap(provider, lambda p: Accounting(p, meter), lambda p: ConcurrencyLimit(p, concurrency),
+                lambda p: CircuitBreaker(p, opens_on=(ProviderTimeout, ConnectionLost)), Retry, FatalLatch)
 
 
 def scoring(score: str | Scorer) -> Callable[[Task, str], float]:

@@ -120,6 +120,13 @@ class CommandFailed(ProviderError):
     kind = "command_failed"
 
 
+class SilentEndpointError(ProviderError, SystemicError):
+    """The endpoint never answered the first call within its bound (it accepts connections and stays silent, or
+    the address is wrong). Permanent for the run: it stops at once."""
+
+    kind = "silent"
+
+
 class CircuitOpen(ProviderError):
     """The circuit breaker is open: the call was refused without being sent. `retry_after` says when it half-opens.
 

@@ -43,6 +43,8 @@ class OpenAICompatible:
         api_key: sent as `Authorization: Bearer ...` when given.
         model: the default model; a call may pass `model=...`.
         timeout: default seconds for a whole call (a call may pass `timeout=...`).
+        connect_timeout: seconds to wait for a connection (apart from the answer): an address nothing listens
+            on, or a firewall that drops packets, fails within it.
         client: an `httpx.AsyncClient` to use (you close it); by default one pooled client per event loop.
         name: the provider's name (in errors and cache keys); default "openai:{model}@{base_url}".
         stream: stream by default (SSE); a call may pass `stream=True/False`.
@@ -60,20 +62,22 @@ class OpenAICompatible:
     def __init__(self, base_url: str, *, api_key: str | None = None, model: str, timeout: float = 60.0,
                  client: httpx.AsyncClient | None = None, name: str | None = None, stream: bool = False,
                  require_usage: bool = True, max_connections: int = 256, shard_size: int = 4,
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, connect_timeout: float = 10.0) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"OpenAICompatible base_url must be an http(s) URL, got {base_url!r}")
         if not model:
             raise ConfigError("OpenAICompatible needs a default model name")
-        if timeout <= 0 or max_connections < 1 or shard_size < 1:
-            raise ConfigError(f"OpenAICompatible needs timeout > 0, max_connections >= 1 and shard_size >= 1, "
-                              f"got {timeout!r}, {max_connections!r}, {shard_size!r}")
+        if timeout <= 0 or not connect_timeout > 0 or max_connections < 1 or shard_size < 1:
+            raise ConfigError(f"OpenAICompatible needs timeout > 0, connect_timeout > 0, max_connections >= 1 and "
+                              f"shard_size >= 1, got {timeout!r}, {connect_timeout!r}, {max_connections!r}, "
+                              f"{shard_size!r}")
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.path = urlsplit(self.url).path
         self.model = model
         self.timeout = float(timeout)
+        self.connect_timeout = min(float(connect_timeout), self.timeout)
         self.name = name or f"openai:{model}@{self.base_url}"
         self.stream = stream
         self.require_usage = require_usage
@@ -86,7 +90,8 @@ class OpenAICompatible:
             tls = httpx.create_ssl_context()  # one for all shards: loading the CA store takes ~20 ms
 
             def make(limits: httpx.Limits) -> httpx.AsyncClient:
-                return httpx.AsyncClient(limits=limits, timeout=self.timeout, verify=tls)
+                timeouts = httpx.Timeout(self.timeout, connect=self.connect_timeout)  # an address that never
+                return httpx.AsyncClient(limits=limits, timeout=timeouts, verify=tls)   # accepts fails in 10 s
 
             return ClientShards(make, max_connections, shard_size)
 

@@ -25,16 +25,20 @@ class CircuitBreaker(Middleware):
         failures: consecutive transient failures that open the circuit.
         reset_after: seconds open before a trial call is let through.
         clock: monotonic seconds (tests pass a fake clock).
+        opens_on: the transient failures that count (default: all); others change no count. The named-model
+            stack counts silence only (`ProviderTimeout`, `ConnectionLost`), so rate limits never open it.
     State: consecutive failures, when it opened, whether a trial is in flight.
     """
 
     def __init__(self, inner: Provider, *, failures: int = 5, reset_after: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 opens_on: tuple[type[ProviderError], ...] = (ProviderError,)) -> None:
         if failures < 1 or reset_after < 0:
             raise ConfigError(f"CircuitBreaker needs failures >= 1 and reset_after >= 0, got {failures}, "
                               f"{reset_after}")
         super().__init__(inner)
         self.failures = failures
+        self.opens_on = opens_on
         self.reset_after = float(reset_after)
         self._clock = clock
         self._consecutive = 0
@@ -59,7 +63,10 @@ class CircuitBreaker(Middleware):
             verdict = True
             return result
         except ProviderError as err:
-            verdict = None if isinstance(err, CircuitOpen) else not err.transient
+            if isinstance(err, CircuitOpen) or (err.transient and not isinstance(err, self.opens_on)):
+                verdict = None  # says nothing about whether the endpoint is there (a 429 is a live endpoint)
+            else:
+                verdict = not err.transient
             raise
         finally:
             self._record(verdict, trial)
