@@ -26,6 +26,7 @@ from agentgrad.core.decision import Outcome
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.policy import ASYNC
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
@@ -214,6 +215,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
 
     `pending` is work a resumed run found in flight; it goes to the gate first.
     """
+    engine.policy = ASYNC
     w = engine.config.workers
     roll_send, roll_recv = anyio.create_memory_object_stream[Rollout](max(1, w.propose) * 2)
     work = WorkQueue[Work](max(1, w.gate) * 2, producers=w.propose + 1)  # the proposers and the aggregator

@@ -30,6 +30,7 @@ from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.pacing import Pacing
+from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator
@@ -96,6 +97,7 @@ class Engine(Pacing):
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
         self.frozen_known: tuple[str, frozenset[str]] = ("", frozenset())  # (text hash, tasks): `freeze_known`
         self.init_pacing()
+        self.policy = ASYNC if config.asynchronous else SYNC  # until a loop injects its own (`runtime.policy`)
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
 
@@ -124,7 +126,7 @@ class Engine(Pacing):
         at the end of a run, one such call would hold the whole run). The cut-off call is charged, so under
         `Budget.calls` a gate call gets a rollout's patience too."""
         expected = self.estimator.estimate(task_id)
-        if not self.config.asynchronous or not self.config.hedge or expected <= 0:
+        if not self.policy.hedge or not self.config.hedge or expected <= 0:
             return await self.call_run(kind, text, task_id, late=late)
         # a slow rollout holds nothing back until the end of a run, and cutting one off wastes it: far more patience
         patient = kind == "rollouts" or self.meter.budget.calls is not None
@@ -286,7 +288,7 @@ class Engine(Pacing):
                 return None
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
                                             delta=self.look_delta(base.version, 1), full=full,
-                                            windowed=self.config.asynchronous,
+                                            windowed=self.policy.windowed,
                                             origin=None if origin is None else origin.task_id)
         self.counts["gated"] += 1
         return Candidate(diff, evidence, origin=None if origin is None else origin.task_id)

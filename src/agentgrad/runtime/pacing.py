@@ -22,6 +22,7 @@ from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.parking import Parking
+from agentgrad.runtime.policy import LoopPolicy
 from agentgrad.runtime.records import Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
@@ -49,6 +50,7 @@ class Pacing(Accounts):
     head: Snapshot
     _epochs: dict[int, list[str]]
     parking: Parking
+    policy: LoopPolicy
     frozen_known: tuple[str, frozenset[str]]
 
     def init_pacing(self) -> None:
@@ -199,7 +201,7 @@ class Pacing(Accounts):
     def known_tasks(self, text: str) -> frozenset[str]:
         """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
         synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
-        if self.config.asynchronous:
+        if self.policy.live_cache:
             return self.cache.tasks(text)
         digest, tasks = self.frozen_known
         return tasks if digest == content_hash(text) else frozenset()

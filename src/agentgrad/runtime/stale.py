@@ -154,7 +154,7 @@ async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: 
     texts = (base.text, apply(diff, base.text))
     evidence = await engine.gate.reverify(diff.id, texts, base.version, old, changed,
                                           delta=engine.look_delta(base.version, looks),
-                                          windowed=engine.config.asynchronous, looks=looks, origin=origin)
+                                          windowed=engine.policy.windowed, looks=looks, origin=origin)
     engine.counts["reverified"] += 1
     return Candidate(diff, evidence, looks=looks, origin=origin)
 

@@ -27,6 +27,7 @@ from agentgrad.core.decision import Outcome
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
 
@@ -126,6 +127,7 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
     `pending` is work a resumed run found in flight (held candidates, unevaluated proposals): the first round
     evaluates it again.
     """
+    engine.policy = SYNC
     held: Work = list(pending or [])
     with anyio.move_on_after(max(0.0, engine.time_left())):
         while _can_continue(engine, len(held)):

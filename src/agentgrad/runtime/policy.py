@@ -1,0 +1,31 @@
+"""`LoopPolicy`: what a loop asks of the stages both runtimes share, injected by the loop that runs them.
+
+The synchronous loop wants every decision to be a function of the run's seed and the round's inputs; the
+asynchronous one wants the freshest view and never to wait on a straggler. The stages read these switches from
+the engine's `policy` (set by `run_sync` / `run_async` when they start) instead of asking which runtime they are in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LoopPolicy:
+    """Switches the loop sets on the shared stages.
+
+    Args:
+        live_cache: the gate plans from the score cache as it is now (True), or as the round began (False: plans
+            never depend on the order calls finish in).
+        windowed: the gate keeps a window of calls in flight and decides as they land (True), or scores fixed
+            chunks (False).
+        hedge: a call running far past its expected duration is cut off and started again (`RunConfig.hedge`).
+    """
+
+    live_cache: bool
+    windowed: bool
+    hedge: bool
+
+
+SYNC = LoopPolicy(live_cache=False, windowed=False, hedge=False)
+ASYNC = LoopPolicy(live_cache=True, windowed=True, hedge=True)
