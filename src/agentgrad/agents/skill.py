@@ -20,6 +20,7 @@ from agentgrad.errors import ConfigError, RewardError
 from agentgrad.providers.base import Provider
 from agentgrad.providers.errors import ConnectionLost, ProviderTimeout
 from agentgrad.providers.middleware import Accounting, CircuitBreaker, ConcurrencyLimit, FatalLatch, Meter, Retry, wrap
+from agentgrad.providers.middleware.latch import FIRST_ANSWER_WITHIN
 from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
 from agentgrad.runtime.config import Workers
 from agentgrad.runtime.evolve import evolve
@@ -66,8 +67,11 @@ def resolve_model(model: str | Provider, *, concurrency: int = 16) -> Provider:
         raise ConfigError(f"unknown model {model!r}: use 'local', 'local:<gguf path>', 'openai:<model>', "
                           "'anthropic:<model>' or a Provider")
     meter = Meter()
+    # an in-process model is no endpoint that could be silent, and its first call may include loading it
+    silent_after = None if kind == "local" else FIRST_ANSWER_WITHIN
     return wrap(provider, lambda p: Accounting(p, meter), lambda p: ConcurrencyLimit(p, concurrency),
-                lambda p: CircuitBreaker(p, opens_on=(ProviderTimeout, ConnectionLost)), Retry, FatalLatch)
+                lambda p: CircuitBreaker(p, opens_on=(ProviderTimeout, ConnectionLost)), Retry,
+                lambda p: FatalLatch(p, first_answer_within=silent_after))
 
 
 def scoring(score: str | Scorer) -> Callable[[Task, str], float]:
