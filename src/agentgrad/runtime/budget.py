@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from agentgrad.core._checks import is_number, number
 from agentgrad.errors import BudgetOvershotError, ConfigError, StateDictError
 
 
@@ -58,10 +59,8 @@ class Budget:
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ConfigError(f"Budget.{item.name} must be a finite number >= 0, got {value!r}")
+            if value is not None:
+                number(value, f"Budget.{item.name}", low=0)
         if all(getattr(self, k) is None for k in KINDS):
             raise ConfigError("a Budget needs at least one limit (rollouts, proposals, gate_evals, calls, tokens, "
                               "cost or wall_time); an unlimited run would never stop")
@@ -212,10 +211,10 @@ class Ledger:
             used = {**used, "calls": sum(used[k] for k in RUN_CALLS)}  # a checkpoint from before `calls`
         if not isinstance(used, Mapping) or set(used) != set(KINDS):
             raise StateDictError(f"meter state needs 'used' with keys {KINDS}, got {used!r}")
-        if any(isinstance(used[k], bool) or not isinstance(used[k], (int, float)) for k in KINDS):
+        if not all(is_number(used[k], finite=False) for k in KINDS):
             raise StateDictError(f"meter used amounts must be numbers, got {dict(used)!r}")
         values = {k: float(used[k]) for k in KINDS}
-        if any(not math.isfinite(v) or v < 0 for v in values.values()):
+        if not all(is_number(v, low=0) for v in values.values()):
             raise StateDictError(f"meter used amounts must be finite and >= 0, got {values}")
         bound = self._bound_from(data.get("bound"))
         self.used = values
@@ -227,7 +226,6 @@ class Ledger:
         if data is None:
             data = self.bound
         if not isinstance(data, Mapping) or set(data) != set(BOUNDED) or \
-                any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
-                    for v in data.values()):
+                not all(is_number(v, low=0) for v in data.values()):
             raise StateDictError(f"meter bound must map {BOUNDED} to finite numbers >= 0, got {data!r}")
         return {k: max(float(data[k]), self._floor[k]) for k in BOUNDED}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from agentgrad.core._checks import flag, integer, is_integer, is_number
 from agentgrad.errors import ConfigError
 from agentgrad.optim.acceptance import check_looks, look_delta
 from agentgrad.optim.schedules import Schedule
@@ -52,11 +52,8 @@ class Workers:
 
     def __post_init__(self) -> None:
         for name in ("rollout", "propose", "gate", "threads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"Workers.{name} must be an int >= 1, got {value!r}")
-        if self.slots is not None and (not isinstance(self.slots, int) or isinstance(self.slots, bool)
-                                       or self.slots < 1):
+            integer(getattr(self, name), f"Workers.{name}", low=1)
+        if self.slots is not None and not is_integer(self.slots, low=1):
             raise ConfigError(f"Workers.slots must be an int >= 1 or None, got {self.slots!r}")
 
     @property
@@ -68,7 +65,7 @@ class Workers:
         """`Workers` from an int (that many rollout workers, and slots to match) or as given."""
         if isinstance(value, Workers):
             return value
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not is_integer(value, low=1):
             raise ConfigError(f"workers must be an int >= 1 or a Workers value, got {value!r}")
         return cls(rollout=value, propose=max(1, value // 2), gate=max(1, value // 2))
 
@@ -91,8 +88,7 @@ class Staleness:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", StalePolicy(self.policy))
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.async_ratio, self.alpha_max)) \
-                or self.async_ratio < 0 or self.alpha_max < 0:
+        if not all(is_integer(v, low=0) for v in (self.async_ratio, self.alpha_max)):
             raise ConfigError(f"async_ratio and alpha_max must be >= 0, got {self.async_ratio}, {self.alpha_max}")
         if self.policy is StalePolicy.REPAIR and self.repair is None:
             raise ConfigError("Staleness(policy='repair') needs a repair callback")
@@ -170,25 +166,18 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         timeout = self.timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-                or timeout <= 0:
+        if not is_number(timeout, above=0):
             raise ConfigError(f"RunConfig.timeout must be a finite number of seconds > 0, got {timeout!r}")
         wait = self.fuse_wait
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))
-                                 or not math.isfinite(wait) or wait < 0):
+        if wait is not None and not is_number(wait, low=0):
             raise ConfigError(f"RunConfig.fuse_wait must be None or a finite number of seconds >= 0, got {wait!r}")
-        for flag in ("inline_reward", "reuse_outputs"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ConfigError(f"RunConfig.{flag} must be True or False, got {getattr(self, flag)!r}")
+        for name in ("inline_reward", "reuse_outputs"):
+            flag(getattr(self, name), f"RunConfig.{name}")
         hedge = self.hedge
-        if hedge is not None and (isinstance(hedge, bool) or not isinstance(hedge, (int, float))
-                                  or not math.isfinite(hedge) or hedge < 0):
+        if hedge is not None and not is_number(hedge, low=0):
             raise ConfigError(f"RunConfig.hedge must be None or a finite factor >= 0, got {hedge!r}")
         for name, low in (("seed", None), ("max_batch", 1), ("promote_every", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-                bound = "" if low is None else f" >= {low}"
-                raise ConfigError(f"RunConfig.{name} must be an int{bound}, got {value!r}")
+            integer(getattr(self, name), f"RunConfig.{name}", low=low)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description, stored with the run."""

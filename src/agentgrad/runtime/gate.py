@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from agentgrad.core._checks import integer, is_number
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.errors import ConfigError
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
@@ -64,16 +65,14 @@ class GateConfig:
     small: int = 100
 
     def __post_init__(self) -> None:
-        if isinstance(self.futility, bool) or not isinstance(self.futility, (int, float)) \
-                or not 0.0 <= self.futility < 0.5:
+        if not is_number(self.futility, low=0.0, below=0.5):
             raise ConfigError(f"GateConfig.futility must be a probability in [0, 0.5), got {self.futility!r}")
         for name in ("chunk", "max_examples", "focus", "small"):
             value = getattr(self, name)
             if name == "max_examples" and value is None:
                 continue
             low = 0 if name == "focus" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"GateConfig.{name} must be an int >= {low}, got {value!r}")
+            integer(value, f"GateConfig.{name}", low=low)
         if self.pool not in POOLS:
             raise ConfigError(f"GateConfig.pool must be one of {POOLS}, got {self.pool!r}")
 

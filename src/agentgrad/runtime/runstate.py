@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agentgrad.core._checks import is_integer, is_number
 from agentgrad.errors import StateDictError
 
 _COLLABORATORS = ("aggregator", "estimator", "promotion", "noise")
@@ -50,18 +51,11 @@ class RunState:
         for name, part in parts.items():
             if not isinstance(part, Mapping):
                 raise StateDictError(f"bad run state: {name} must be a mapping, got {type(part).__name__}")
-        if not isinstance(counts, Mapping) or not all(_count(v) for v in counts.values()):
+        if not isinstance(counts, Mapping) or not all(is_integer(v, low=0) for v in counts.values()):
             raise StateDictError(f"bad run state: counts must map names to ints >= 0, got {counts!r}")
         step, seq, calls, wall_time, due = numbers
-        if not all(_count(v) for v in (step, seq, calls)) or not _seconds(wall_time) or not isinstance(due, bool):
+        if not all(is_integer(v, low=0) for v in (step, seq, calls)) or not is_number(wall_time, low=0, finite=False) \
+                or not isinstance(due, bool):
             raise StateDictError(f"bad run state: step, seq, calls, wall_time, promotion_due = {numbers!r}")
         return cls(step, seq, calls, float(wall_time), {str(k): int(v) for k, v in counts.items()}, due,
                    parts["aggregator"], parts["estimator"], parts["promotion"], parts["noise"])
-
-
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _seconds(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentgrad.core._checks import integer, is_number, number
 from agentgrad.errors import ConfigError, StateDictError
 
 
 def _amount(value: Any, what: str) -> float:
     """`value` as a finite number >= 0; StateDictError naming `what` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise StateDictError(f"bad duration estimator state: {what} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return number(value, f"bad duration estimator state: {what}", low=0, error=StateDictError)
 
 
 def _counter(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise StateDictError(f"bad duration estimator state: {what} must be an int >= 0, got {value!r}")
-    return value
+    return integer(value, f"bad duration estimator state: {what}", low=0, error=StateDictError)
 
 
 class DurationEstimator:
@@ -33,13 +29,10 @@ class DurationEstimator:
     """
 
     def __init__(self, *, weight: float = 0.3, straggler_factor: float = 3.0) -> None:
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight <= 1.0:
+        if not is_number(weight, above=0.0, high=1.0):
             raise ConfigError(f"DurationEstimator.weight must be in (0, 1], got {weight!r}")
-        if isinstance(straggler_factor, bool) or not isinstance(straggler_factor, (int, float)) \
-                or not 1.0 < straggler_factor < math.inf:
-            raise ConfigError(f"DurationEstimator.straggler_factor must be a finite number > 1, "
-                              f"got {straggler_factor!r}")
-        self.weight, self.straggler_factor = float(weight), float(straggler_factor)
+        factor = number(straggler_factor, "DurationEstimator.straggler_factor", above=1.0)
+        self.weight, self.straggler_factor = float(weight), factor
         self.means: dict[str, float] = {}
         self.overall = 0.0
         self.seen = 0
