@@ -11,7 +11,7 @@ import pytest
 
 from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
-from agentgrad.errors import RewardError, RunFailedError
+from agentgrad.errors import ConfigError, RewardError, RunFailedError
 from agentgrad.providers.errors import AuthError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
@@ -240,3 +240,17 @@ def test_a_proposal_outside_the_trust_region_is_refused_before_any_evaluation(tm
     assert len(refused) == result.counts["too_large"] == 4 and all(d.stage == "trust_region" for d in refused)
     assert result.usage.gate_evals == 0  # not one evaluation was spent on them
     assert "changed characters > 4000 allowed" in refused[0].reason
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"budget": 5}, "budget must be a Budget"),
+    ({"callbacks": [1]}, "callbacks must be functions"),
+])
+def test_bad_arguments_to_evolve_are_one_typed_error_naming_the_argument(tmp_path: Path, change: dict[str, Any],
+                                                                         says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        run(tmp_path / "run", agent(), **change)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"cannot use .* as the run directory"):
+        run(blocker / "run", agent())

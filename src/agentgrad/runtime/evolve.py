@@ -65,6 +65,27 @@ def _artifact(artifact: Artifact | str | None) -> Artifact:
     raise ConfigError(f"artifact must be an Artifact, a string or None, got {type(artifact).__name__}")
 
 
+def _budget(budget: Budget | None) -> Budget:
+    """`budget` (or `DEFAULT_BUDGET`), refused with a `ConfigError` if it is no `Budget` or cannot pay one call."""
+    budget = DEFAULT_BUDGET if budget is None else budget
+    if not isinstance(budget, Budget):
+        raise ConfigError(f"budget must be a Budget (e.g. Budget(calls=300)), got {type(budget).__name__}")
+    unpayable = budget.cannot_pay()
+    if unpayable is not None:
+        raise ConfigError(f"the budget cannot pay for a single call: {unpayable}; nothing would be learned")
+    return budget
+
+
+def _run_dir(store: str | Path | None) -> Path:
+    """The run directory (created), or a `ConfigError` saying why it cannot be."""
+    run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot use {run_dir} as the run directory (store=): {exc.strerror or exc}") from exc
+    return run_dir
+
+
 def _identity(artifact: Artifact, splits: Splits) -> str:
     ids = "\n".join(t.id for t in (*splits.train, *splits.val, *splits.test))
     return hashlib.sha256(f"{artifact.id}\n{ids}".encode()).hexdigest()[:16]
@@ -140,10 +161,10 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
                      asynchronous=base.asynchronous if asynchronous is None else asynchronous,
                      staleness=staleness or base.staleness, seed=base.seed if seed is None else seed)
     user = _user(run, propose, agent, reward, config.staleness.repair)
-    budget = budget or DEFAULT_BUDGET
-    unpayable = budget.cannot_pay()
-    if unpayable is not None:
-        raise ConfigError(f"the budget cannot pay for a single call: {unpayable}; nothing would be learned")
+    budget = _budget(budget)
+    if not all(callable(c) for c in callbacks):
+        raise ConfigError("callbacks must be functions (kind, payload) -> None, got "
+                          f"{[type(c).__name__ for c in callbacks if not callable(c)]}")
     splits = _splits(tasks, config.seed)
     start = _artifact(artifact)
     power = gate_power(n_val=len(splits.val), n_train=len(splits.train), gate=config.gate,
@@ -154,7 +175,7 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
         log.info("the validation split has %d tasks: the gate draws evidence from the %d training tasks too",
                  len(splits.val), len(splits.train))
     splits = replace(splits, protocol=splits.protocol + power.protocol())
-    run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    run_dir = _run_dir(store)
     return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget,
                      run_dir, list(callbacks), clock or time.monotonic)
 
