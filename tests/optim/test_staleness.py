@@ -15,7 +15,7 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.core.ops import Op
 from agentgrad.errors import StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, verdict
-from agentgrad.optim.staleness import StalenessState, alpha_for, drop_stale
+from agentgrad.optim.staleness import StalenessState, alpha_for, drop_stale, move_to_head
 
 AID = "skills/style"
 OTHER = "skills/other"
@@ -218,3 +218,19 @@ def test_bad_parameters_are_refused() -> None:
         drop_stale(alpha_max=1, alpha_min=2)
     with pytest.raises(ValueError, match="decay"):
         drop_stale(decay=0.0)
+
+
+def test_the_one_staleness_rule_moves_refuses_or_finds_the_effect_already_there() -> None:
+    base = "# S\n- a: use method 1\n"
+    head = apply(Diff("s", 0, (Op.add("rule", "- b: use method 2"),)), base)
+    fresh = Diff("s", 1, (Op.add("rule", "- c: use method 3"),))
+    behind = Diff("s", 0, (Op.add("rule", "- c: use method 3"),))
+    assert move_to_head(fresh, head, 1, alpha=0) is fresh
+    moved = move_to_head(behind, head, 1, alpha=1)
+    assert isinstance(moved, Diff) and moved.base_version == 1 and "- c: use method 3" in apply(moved, head)
+    assert move_to_head(behind, head, 1, alpha=0) == (Outcome.STALE, "lag 1 exceeds the tolerated lag 0 of 's'")
+    assert isinstance(move_to_head(behind, head, 1, alpha=None), Diff)  # KEEP: any lag
+    breaking = Diff("s", 0, behind.ops, breaks_contract=True)
+    assert move_to_head(breaking, head, 1, alpha=None)[0] is Outcome.STALE  # type: ignore[index]
+    again = Diff("s", 0, (Op.add("rule", "- b: use method 2"),))
+    assert move_to_head(again, head, 1, alpha=4)[0] is Outcome.DUPLICATE  # type: ignore[index]

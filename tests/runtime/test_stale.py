@@ -74,7 +74,7 @@ def test_discard_records_a_diff_beyond_the_lag_as_stale(tmp_path: Path) -> None:
     async def check(engine: Engine, proposed: Proposed) -> None:
         decision = reanchor(engine, proposed)
         assert isinstance(decision, Decision) and decision.outcome is Outcome.STALE
-        assert "lag 2 > alpha 1" in decision.reason
+        assert "lag 2 exceeds the tolerated lag 1" in decision.reason
         assert engine.store.decisions(diff_id="p000001")[-1] == decision
 
     _with_lag(tmp_path, StalePolicy.DISCARD, check, alpha=1)

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentgrad.core._checks import integer, is_number
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.core.diff import apply
+from agentgrad.core.diff import Diff, apply
 from agentgrad.core.rebase import Conflict, rebase
 from agentgrad.errors import ApplyConflictError, ConfigError, StateDictError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, head_of_diff, verdict
@@ -95,28 +95,43 @@ def _head(candidate: Candidate, ctx: Context) -> Head:
     return head_of_diff(candidate.diff, ctx, stage=NAME)
 
 
+def move_to_head(diff: Diff, head_text: str, head_version: int, alpha: int | None) -> Diff | tuple[Outcome, str]:
+    """The staleness rule, the one place it is decided (the runtime applies it before the gate, this stage in a
+    step): a diff made `lag` versions behind the head is rebased onto it while `lag <= alpha` (None: any lag; a
+    contract-breaking diff is never rebased), and the moved diff returned; else (STALE, why) when it is too old or
+    its rebase conflicts, or (DUPLICATE, why) when the head already has its effect. A diff on the head itself is
+    returned as it is."""
+    lag = head_version - diff.base_version
+    if lag <= 0:
+        return diff
+    if diff.breaks_contract or (alpha is not None and lag > alpha):
+        reason = f"lag {lag} exceeds the tolerated lag {0 if diff.breaks_contract else alpha} of {diff.artifact_id!r}"
+        if diff.breaks_contract:
+            reason += " (a contract-breaking diff is never rebased)"
+        return Outcome.STALE, reason
+    moved = rebase(diff, head_text, head_version)
+    if isinstance(moved, Conflict):
+        return Outcome.STALE, f"cannot rebase: {moved.reason}"
+    if not moved.ops:
+        return Outcome.DUPLICATE, f"head version {head_version} already has the effect of this diff"
+    return moved
+
+
 def _judge(candidate: Candidate, head: Head, alpha: int,
            numbers: Mapping[str, float]) -> tuple[str, Candidate | Decision]:
     """The treatment of one candidate (a counter name) and its replacement candidate or its decision."""
-    diff, lag = candidate.diff, head.version - candidate.diff.base_version
-    if lag == 0:
+    diff = candidate.diff
+    if head.version == diff.base_version:
         try:
             apply(diff, head.text)
         except ApplyConflictError as exc:
             return "rejected", verdict(candidate, Outcome.REJECTED, NAME, f"does not apply to head: {exc}", numbers)
         return "passed", candidate
-    if lag > alpha:
-        reason = f"lag {lag} exceeds the tolerated lag {alpha} of {diff.artifact_id!r}"
-        if diff.breaks_contract:
-            reason += " (a contract-breaking diff is never rebased)"
-        return "stale", verdict(candidate, Outcome.STALE, NAME, reason, numbers)
-    moved = rebase(diff, head.text, head.version)
-    if isinstance(moved, Conflict):
-        return "stale", verdict(candidate, Outcome.STALE, NAME, f"cannot rebase: {moved.reason}", numbers)
-    if not moved.ops:
-        reason = f"head version {head.version} already has the effect of this diff"
-        return "duplicate", verdict(candidate, Outcome.DUPLICATE, NAME, reason, numbers)
-    return "rebased", replace(candidate, diff=moved, recheck=True)
+    moved = move_to_head(diff, head.text, head.version, alpha)
+    if isinstance(moved, Diff):
+        return "rebased", replace(candidate, diff=moved, recheck=True)
+    outcome, reason = moved
+    return outcome.value, verdict(candidate, outcome, NAME, reason, numbers)
 
 
 def drop_stale(*, alpha_max: int = 4, alpha_min: int = 0, half_rate: float = 1.0,

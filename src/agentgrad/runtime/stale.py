@@ -16,9 +16,9 @@ from functools import partial
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
-from agentgrad.core.rebase import rebase
 from agentgrad.optim.aggregator import StepResult
 from agentgrad.optim.base import Candidate
+from agentgrad.optim.staleness import move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
@@ -36,22 +36,16 @@ def reanchor(engine: Engine, proposed: Proposed) -> Proposed | Decision:
     (the head already has its effect).
     """
     head, staleness = engine.head, engine.config.staleness
-    lag = head.version - proposed.diff.base_version
-    if lag <= 0:
+    if head.version <= proposed.diff.base_version:
         return proposed
-    if lag <= staleness.alpha_max or staleness.policy is StalePolicy.KEEP:
-        moved = rebase(proposed.diff, head.text, head.version)
-        if isinstance(moved, Diff) and moved.ops:
-            engine.counts["rebased_before_gate"] += 1
-            return Proposed(moved, head, proposed.origin)
-        if isinstance(moved, Diff):
-            return engine.record_verdict(proposed.diff, Evidence(()), Outcome.DUPLICATE, "gate",
-                                         f"head version {head.version} already has the effect of this diff")
-        reason = f"cannot rebase: {moved.reason}"
-    else:
-        reason = f"lag {lag} > alpha {staleness.alpha_max}"
-    return engine.record_verdict(proposed.diff, Evidence(()), Outcome.STALE, "gate",
-                                 f"stale before evaluation: {reason}")
+    alpha = None if staleness.policy is StalePolicy.KEEP else staleness.alpha_max
+    moved = move_to_head(proposed.diff, head.text, head.version, alpha)  # the one staleness rule (`optim`)
+    if isinstance(moved, Diff):
+        engine.counts["rebased_before_gate"] += 1
+        return Proposed(moved, head, proposed.origin)
+    outcome, reason = moved
+    why = reason if outcome is Outcome.DUPLICATE else f"stale before evaluation: {reason}"
+    return engine.record_verdict(proposed.diff, Evidence(()), outcome, "gate", why)
 
 
 def can_repair(engine: Engine, diff: Diff) -> bool:
