@@ -28,6 +28,7 @@ from agentgrad.runtime.result import Result, RunUsage
 from agentgrad.runtime.resume import restore
 from agentgrad.runtime.smalldata import gate_power
 from agentgrad.runtime.sync_loop import run_sync
+from agentgrad.store.fsck import check_agreement
 from agentgrad.store.kinds import CONFIG, EventKind
 from agentgrad.store.ownership import WriterLock
 from agentgrad.store.sqlite import SQLiteStore
@@ -103,7 +104,7 @@ def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConf
             raise ConfigError(f"{run_dir} holds another run (different artifact or tasks); use a new store path")
         try:  # a resume: refuse a damaged directory rather than go on with less spent than was
             store.check_integrity()
-            store.check_agreement(artifact.id)
+            check_agreement(store, artifact.id)
         except BaseException:
             store.close(sync=False)
             raise

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, cast
 
 from dulwich.repo import Repo
 
-from agentgrad.errors import AgentgradError
+from agentgrad.errors import AgentgradError, DamagedStoreError
 from agentgrad.store.kinds import EventKind
+from agentgrad.store.protocol import Store
 from agentgrad.store.sqlite import DB_NAME, GIT_NAME, SQLiteStore
 
 if TYPE_CHECKING:
@@ -61,8 +62,23 @@ def _integrity(store: SQLiteStore) -> str:
     return f"{DB_NAME} passes SQLite's integrity check"
 
 
+def check_agreement(store: Store, artifact_id: str) -> None:
+    """The journal and the store tell the same story of `artifact_id`'s commits (a step writes both in one
+    transaction): a damaged file that lost some of either raises `DamagedStoreError` rather than being resumed with
+    less spent than was."""
+    logged = sorted((int(e.payload["version"]), str(e.payload["diff"])) for e in store.journal.read([EventKind.COMMIT])
+                    if e.payload["artifact"] == artifact_id)
+    stored = [(v.number, str(v.diff_id)) for v in store.history(artifact_id)[1:]]
+    if logged != stored:
+        pairs = zip(logged, stored, strict=False)
+        first = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(logged), len(stored))) + 1
+        raise DamagedStoreError(f"{store.run_dir}: the event log names {len(logged)} commits of {artifact_id!r} "
+                                f"and the store holds {len(stored)} (they first differ at version {first}); the run "
+                                "directory is damaged: restore it from a copy, or start a new run directory")
+
+
 def _agreement(store: SQLiteStore, artifact_id: str) -> str:
-    store.check_agreement(artifact_id)
+    check_agreement(store, artifact_id)
     return f"{len(store.history(artifact_id)) - 1} commits in both"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentgrad.core.artifact import Artifact, Kind, Layer, Version, content_hash, default_layer
+from agentgrad.core.artifact import Artifact, Kind, Layer, Version, default_layer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint, invert
 from agentgrad.core.evidence import Evidence
@@ -37,7 +37,6 @@ from agentgrad.store.transaction import Transactions, damage_reported
 
 DB_NAME = tables.DB_NAME
 GIT_NAME = "library.git"
-_TEXT_CACHE = 512
 
 
 def _check_commit(diff: Diff, decision: Decision) -> None:
@@ -58,7 +57,8 @@ class SQLiteStore:
         clock: the time source for created-at stamps (and git commit times); `time.time` by default.
         busy_timeout: seconds to wait for another writer before giving up.
     State: one SQLite connection (guarded by a lock, so one store may be shared by threads), a cache of texts
-    by content hash, and the git mirror. Use as a context manager or call `close()` (which syncs the mirror).
+    by content hash (`tables.Blobs`), and the git mirror. Use as a context manager or call `close()` (which
+    syncs the mirror).
     """
 
     def __init__(self, run_dir: str | Path, *, git: bool = True, clock: Callable[[], float] = time.time,
@@ -68,7 +68,7 @@ class SQLiteStore:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         git = git and not readonly
         self._clock = clock
-        self._texts: dict[str, str] = {}
+        self._blobs = tables.Blobs()
         self._conn = tables.connect(self.run_dir / DB_NAME, busy_timeout, readonly=readonly)
         self._tx = Transactions(self._conn, str(self.run_dir / DB_NAME))
         self._lock, self._write, self._read = self._tx.lock, self._tx.write, self._tx.read
@@ -107,24 +107,6 @@ class SQLiteStore:
                  trace: TracebackType | None) -> None:
         self.close()
 
-    def _text(self, conn: sqlite3.Connection, text_hash: str) -> str:
-        text = self._texts.get(text_hash)
-        if text is None:
-            text = str(conn.execute("SELECT text FROM blobs WHERE hash = ?", (text_hash,)).fetchone()[0])
-            self._remember(text_hash, text)
-        return text
-
-    def _remember(self, text_hash: str, text: str) -> None:
-        if len(self._texts) >= _TEXT_CACHE:
-            self._texts.clear()
-        self._texts[text_hash] = text
-
-    def _put_blob(self, conn: sqlite3.Connection, text: str) -> str:
-        text_hash = content_hash(text)
-        conn.execute("INSERT OR IGNORE INTO blobs (hash, text) VALUES (?, ?)", (text_hash, text))
-        self._remember(text_hash, text)
-        return text_hash
-
     # -- artifacts and versions -------------------------------------------------------------------------------
 
     def add_artifact(self, artifact: Artifact) -> Version:
@@ -142,7 +124,7 @@ class SQLiteStore:
                     raise InvalidIdError(f"artifact {artifact.id!r} already exists with other kind, layer or text")
                 return tables.version(c, artifact.id, 0)
             tables.check_tree_path(c, artifact.id)
-            text_hash = self._put_blob(c, artifact.text)
+            text_hash = self._blobs.put(c, artifact.text)
             layer = Layer(artifact.layer) if artifact.layer is not None else default_layer(artifact.kind)
             c.execute("INSERT INTO artifacts (id, kind, layer, created) VALUES (?, ?, ?, ?)",
                       (artifact.id, artifact.kind.value, layer.value, now))
@@ -156,7 +138,7 @@ class SQLiteStore:
         """The artifact with its text at the head of `branch`."""
         with self._read() as c:
             head = tables.head(c, artifact_id, branch)
-            return Artifact(artifact_id, Kind(head.kind), self._text(c, head.hash), Layer(head.layer))
+            return Artifact(artifact_id, Kind(head.kind), self._blobs.get(c, head.hash), Layer(head.layer))
 
     def artifact_ids(self) -> list[str]:
         """Every artifact id, sorted."""
@@ -167,7 +149,7 @@ class SQLiteStore:
         """The version at the head of `branch`."""
         with self._read() as c:
             head = tables.head(c, artifact_id, branch)
-            return Version(artifact_id, head.number, self._text(c, head.hash), head.diff_id, head.hash)
+            return Version(artifact_id, head.number, self._blobs.get(c, head.hash), head.diff_id, head.hash)
 
     def heads(self, branch: str = "dev") -> dict[str, Version]:
         """The head version of every artifact on `branch`, by artifact id."""
@@ -221,8 +203,8 @@ class SQLiteStore:
         if head.number != want:
             raise StaleHeadError(f"{diff.artifact_id!r}: dev head is v{head.number}, not v{want} "
                                  f"(diff {diff.id!r}); rebase and try again")
-        text = apply(diff, self._text(conn, head.hash))
-        text_hash = self._put_blob(conn, text)
+        text = apply(diff, self._blobs.get(conn, head.hash))
+        text_hash = self._blobs.put(conn, text)
         tables.put_diff(conn, diff, now, committing=True)
         tables.put_evidence(conn, diff.id, evidence)
         tables.put_decision(conn, decision, now)
@@ -312,12 +294,7 @@ class SQLiteStore:
                 if dev[artifact_id] != number:
                     raise StaleHeadError(f"{artifact_id!r}: dev head is v{dev[artifact_id]}, not the checked "
                                          f"v{number}; nothing promoted")
-            changed = [a for a in ids if stable[a] != dev[a]]
-            c.executemany("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'stable'",
-                          [(dev[a], a) for a in changed])
-            if changed:
-                tables.log_stable(c, "promote " + ", ".join(f"{a} v{dev[a]}" for a in changed), now)
-            self._tx.after_commit(self._sync_mirror)
+            self._move_stable(c, {a: dev[a] for a in ids}, stable, now)
         return {a: dev[a] for a in ids}
 
     def promote_to(self, versions: Mapping[str, int]) -> dict[str, int]:
@@ -337,13 +314,18 @@ class SQLiteStore:
                 if stable[artifact_id] > number:
                     raise StaleHeadError(f"{artifact_id!r}: stable is already at v{stable[artifact_id]}, past "
                                          f"v{number}; nothing promoted")
-            changed = {a: n for a, n in versions.items() if stable[a] != n}
-            c.executemany("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'stable'",
-                          [(n, a) for a, n in changed.items()])
-            if changed:
-                tables.log_stable(c, "promote " + ", ".join(f"{a} v{n}" for a, n in sorted(changed.items())), now)
-            self._tx.after_commit(self._sync_mirror)
+            self._move_stable(c, dict(sorted(versions.items())), stable, now)
         return dict(versions)
+
+    def _move_stable(self, c: sqlite3.Connection, targets: Mapping[str, int], stable: Mapping[str, int],
+                     now: float) -> None:
+        """Move each stable head to its target (in `targets`' order), log the change, mirror it after the commit."""
+        changed = {a: n for a, n in targets.items() if stable[a] != n}
+        c.executemany("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'stable'",
+                      [(n, a) for a, n in changed.items()])
+        if changed:
+            tables.log_stable(c, "promote " + ", ".join(f"{a} v{n}" for a, n in changed.items()), now)
+        self._tx.after_commit(self._sync_mirror)
 
     # -- reading the log --------------------------------------------------------------------------------------
 
@@ -397,20 +379,6 @@ class SQLiteStore:
             raise DamagedStoreError(f"{self.run_dir / DB_NAME} fails its integrity check ({'; '.join(found[:3])}); "
                                     "restore the run directory from a copy, or start a new run directory (the git "
                                     f"mirror {self.run_dir / GIT_NAME} holds every committed version)")
-
-    def check_agreement(self, artifact_id: str) -> None:
-        """The journal and the store tell the same story of `artifact_id`'s commits (a step writes both in one
-        transaction): a damaged file that lost some of either raises `DamagedStoreError` rather than being resumed
-        with less spent than was."""
-        logged = sorted((int(e.payload["version"]), str(e.payload["diff"])) for e in self.journal.read(["commit"])
-                        if e.payload["artifact"] == artifact_id)
-        stored = [(v.number, str(v.diff_id)) for v in self.history(artifact_id)[1:]]
-        if logged != stored:
-            pairs = zip(logged, stored, strict=False)
-            first = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(logged), len(stored))) + 1
-            raise DamagedStoreError(f"{self.run_dir}: the event log names {len(logged)} commits of {artifact_id!r} "
-                                    f"and the store holds {len(stored)} (they first differ at version {first}); the "
-                                    "run directory is damaged: restore it from a copy, or start a new run directory")
 
     def _sync_mirror(self) -> None:
         if self._mirror is not None:

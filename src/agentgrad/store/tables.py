@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from agentgrad.core.artifact import Version
+from agentgrad.core.artifact import Version, content_hash
 from agentgrad.core.decision import Decision
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
@@ -220,3 +220,32 @@ def get_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]], 
     sql = f"SELECT {codec.DECISION_COLUMNS} FROM decisions" + (f" WHERE {where}" if where else "")
     sql += " ORDER BY seq DESC LIMIT 1" if last else " ORDER BY seq"
     return [codec.decision_from_row(r) for r in conn.execute(sql, [v for _, v in used]).fetchall()]
+
+
+class Blobs:
+    """Texts stored once by content hash, with a bounded cache of the ones read or written lately (cleared whole
+    when full: texts are immutable, so a stale entry cannot exist)."""
+
+    SIZE = 512
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def get(self, conn: sqlite3.Connection, text_hash: str) -> str:
+        text = self._texts.get(text_hash)
+        if text is None:
+            text = str(conn.execute("SELECT text FROM blobs WHERE hash = ?", (text_hash,)).fetchone()[0])
+            self._remember(text_hash, text)
+        return text
+
+    def put(self, conn: sqlite3.Connection, text: str) -> str:
+        """Store `text` (once) and return its hash."""
+        text_hash = content_hash(text)
+        conn.execute("INSERT OR IGNORE INTO blobs (hash, text) VALUES (?, ?)", (text_hash, text))
+        self._remember(text_hash, text)
+        return text_hash
+
+    def _remember(self, text_hash: str, text: str) -> None:
+        if len(self._texts) >= self.SIZE:
+            self._texts.clear()
+        self._texts[text_hash] = text
