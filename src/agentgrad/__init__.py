@@ -6,6 +6,7 @@ aggregator that filters, resolves, fuses, tests and commits them to a versioned 
 The public API is what this package's `__all__` lists, and the `__all__` of these subpackages:
 
 - `agentgrad` (here): `evolve`, `evolve_skill` and `LLMAgent`; the tasks (`Task`, `Splits`, `split`, `load_set`);
+  a library of artifacts evolved together (`Library`) and pipeline mode (`Pipeline`, `PipelineStage`, `Blame`);
   the run's settings and its result (`Budget`, `RunConfig`, `Workers`, `Acceptance`, `Staleness`, `StalePolicy`,
   `GateConfig`, `Result`); the typed shapes of your functions (`Agent`, `RunFn`, `ProposeFn`, `RewardFn`,
   `RepairFn`); the core values (`Artifact`, `Diff`, `Op`, `Evidence`, `Decision`, ...); and the errors
@@ -29,6 +30,7 @@ from agentgrad.core.artifact import Artifact, Kind, Layer, Version
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, compose, fingerprint, invert
 from agentgrad.core.evidence import Evidence, Row
+from agentgrad.core.library import Library
 from agentgrad.core.ops import Action, Op
 from agentgrad.core.rebase import Conflict, rebase
 from agentgrad.core.units import Scope
@@ -57,6 +59,7 @@ from agentgrad.protocols import Agent, ProposeFn, RepairFn, RewardFn, RunFn
 
 if TYPE_CHECKING:
     from agentgrad.agents.llm import LLMAgent
+    from agentgrad.agents.pipeline import Blame, Pipeline, PipelineStage
     from agentgrad.agents.skill import evolve_skill
     from agentgrad.data.shipped import load_set
     from agentgrad.data.splits import Splits, split
@@ -76,6 +79,8 @@ _ENTRY_POINTS = {
     "Acceptance": "agentgrad.runtime.config",
     "Staleness": "agentgrad.runtime.config", "StalePolicy": "agentgrad.runtime.config",
     "GateConfig": "agentgrad.runtime.gate", "Result": "agentgrad.runtime.result",
+    "Pipeline": "agentgrad.agents.pipeline", "PipelineStage": "agentgrad.agents.pipeline",
+    "Blame": "agentgrad.agents.pipeline",
 }
 
 
@@ -83,10 +88,12 @@ __getattr__ = lazy_names(__name__, _ENTRY_POINTS)
 
 
 __all__ = [
-    "DEFAULT_BUDGET", "Acceptance", "Action", "Agent", "AgentgradError", "ApplyConflictError", "Artifact", "Budget",
+    "DEFAULT_BUDGET", "Acceptance", "Action", "Agent", "AgentgradError", "ApplyConflictError", "Artifact", "Blame",
+    "Budget",
     "BudgetExhaustedError", "BudgetOvershotError", "ConfigError", "Conflict", "DamagedStoreError",
     "DataTooSmallError", "Decision", "Diff", "Evidence", "FrozenLayerError", "GateConfig", "InvalidEvidenceError",
-    "InvalidIdError", "InvalidOpError", "InvalidProposalError", "Kind", "LLMAgent", "Layer", "Op", "Outcome",
+    "InvalidIdError", "InvalidOpError", "InvalidProposalError", "Kind", "LLMAgent", "Layer", "Library", "Op", "Outcome",
+    "Pipeline", "PipelineStage",
     "ProposeFn", "RepairFn", "Result", "RewardError", "RewardFn", "Row", "RunConfig", "RunFailedError", "RunFn",
     "Scope", "Splits", "StaleHeadError", "StalePolicy", "Staleness", "StateDictError", "SystemicError", "Task",
     "UnknownArtifactError", "UnknownVersionError", "Version", "Workers", "apply", "compose", "evolve", "evolve_skill",

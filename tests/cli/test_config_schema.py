@@ -31,7 +31,7 @@ from agentgrad.runtime.gate import GateConfig
 from tests.cli.helpers import ROOT
 
 TASK = {"task": {"set": "arithmetic"}, "model": {"name": "openai:gpt-4o-mini"}}
-STRINGS = {"gate.pool": "val"}  # str fields whose valid values a generic rule cannot guess
+STRINGS = {"gate.pool": "val", "parallel": "sections"}  # str fields whose valid values a generic rule cannot guess
 FUNCTIONS = {"staleness.repair"}  # function fields: no key (the repair comes from [model] repair or the world)
 
 

@@ -151,3 +151,38 @@ def test_same_inputs_give_the_same_outputs() -> None:
 def test_unknown_artifact_raises_a_typed_error() -> None:
     with pytest.raises(UnknownArtifactError, match="skills/nowhere"):
         step([cand("skills/nowhere", "a")], GovernanceState())
+
+
+LIB_CTX = Context({"library": Head(0, "", Layer.L2), "policy": Head(0, "", Layer.L0),
+                   "checker": Head(0, "", Layer.L1), "tips": Head(0, "", Layer.L2)})
+
+
+def lib_cand(rule: str, *members: str, delta: float = 0.1) -> Candidate:
+    ev = Evidence.paired({"t1": 0.4, "t2": 0.4}, {"t1": 0.4 + delta, "t2": 0.4 + delta})
+    ops = tuple(Op.add("rule", f"- {rule}").within(m) for m in members)
+    return Candidate(Diff("library", 0, ops, author="w"), ev)
+
+
+def test_a_library_diff_takes_the_strictest_layer_of_the_members_it_edits() -> None:
+    refused = lib_cand("lie", "tips", "policy")
+    first, second = lib_cand("a", "checker", "tips", delta=0.2), lib_cand("b", "checker")
+    free = lib_cand("c", "tips")
+    batch, state = govern().update(Batch((refused, first, second, free)), GovernanceState(), LIB_CTX)
+    seen = outcomes(batch)
+    assert seen[refused.diff.id] is Outcome.REFUSED
+    assert seen[second.diff.id] is Outcome.DEFERRED  # one L1 change of "checker" at a time
+    assert {c.diff.id for c in batch.candidates} == {first.diff.id, free.diff.id}
+    assert state.routes == {first.diff.id: "checker"}
+
+
+def test_a_library_diff_out_for_a_full_check_holds_its_l1_member_until_decided() -> None:
+    first, second = lib_cand("a", "checker"), lib_cand("b", "checker")
+    stage = govern()
+    _, state = stage.update(Batch((first,)), GovernanceState(), LIB_CTX)
+    state = stage.observe([decide(first, Outcome.FULL_CHECK)], state, LIB_CTX)
+    assert state.pending == {"checker": first.diff.id}
+    batch, state = stage.update(Batch((second,)), state, LIB_CTX)
+    assert outcomes(batch)[second.diff.id] is Outcome.DEFERRED
+    state = stage.observe([decide(first, Outcome.ACCEPTED)], state, LIB_CTX)
+    assert state.pending == {} and state.routes == {}
+    assert GovernanceState.load(json.loads(json.dumps(state.to_dict()))) == state

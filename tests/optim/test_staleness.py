@@ -234,3 +234,17 @@ def test_the_one_staleness_rule_moves_refuses_or_finds_the_effect_already_there(
     assert move_to_head(breaking, head, 1, alpha=None)[0] is Outcome.STALE  # type: ignore[index]
     again = Diff("s", 0, (Op.add("rule", "- b: use method 2"),))
     assert move_to_head(again, head, 1, alpha=4)[0] is Outcome.DUPLICATE  # type: ignore[index]
+
+
+def test_in_a_library_heat_is_kept_per_member() -> None:
+    text = 'agentgrad-library/1\n{"system": "", "tips": ""}'
+    ctx = Context({"library": Head(0, text), "tips": Head(0, ""), "system": Head(0, "")}, now=10.0)
+    cand = Candidate(Diff("library", 0, (Op.add("rule", "- a").within("tips"),)),
+                     Evidence.paired({"t": 0.0}, {"t": 1.0}))
+    stage = drop_stale()
+    _, state = stage.update(Batch((cand,)), stage.init(), ctx)
+    assert state.routes == {cand.diff.id: ("tips",)}
+    accepted = Decision(cand.diff.id, "library", Outcome.ACCEPTED, "acceptance", "helps")
+    state = stage.observe([accepted], state, ctx)
+    assert state.rate_at("tips", 10.0, 60.0) > 0 and state.rate_at("system", 10.0, 60.0) == 0
+    assert state.routes == {}

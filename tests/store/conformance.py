@@ -35,6 +35,7 @@ from agentgrad.errors import (
 from agentgrad.store.protocol import Store
 from tests.store.conformance_branches import DurabilityPromises, PromotionPromises
 from tests.store.conformance_concurrency import ConcurrencyPromises
+from tests.store.conformance_library import LibraryPromises
 from tests.store.conformance_support import (
     HARNESS,
     SAFETY,
@@ -321,5 +322,6 @@ class DecisionPromises(ConformanceBase):
 
 
 class StoreConformance(ArtifactPromises, CommitPromises, BatchPromises, FrozenPromises, DecisionPromises,
-                       PromotionPromises, DurabilityPromises, ConcurrencyPromises, UnitOfWorkPromises):
+                       PromotionPromises, DurabilityPromises, ConcurrencyPromises, UnitOfWorkPromises,
+                       LibraryPromises):
     """Every promise of `Store`. Subclass it as ``Test<Backend>Conformance`` with the two backend fixtures."""

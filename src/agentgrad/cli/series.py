@@ -117,8 +117,8 @@ def _lineage(target: RunDir, artifact: str | None, stats: RunStats, t0: float) -
             if version.diff_id is not None:
                 made = store.diff(version.diff_id)
                 accepted = [d for d in store.decisions(diff_id=version.diff_id) if d.outcome.value == "accepted"]
-                row["ops"] = [f"{op.action.value} {(op.new if op.new is not None else op.old or '').strip()}"
-                              for op in made.ops]
+                row["ops"] = [("" if op.member is None else f"{op.member}: ") + op.action.value + " "
+                              + (op.new if op.new is not None else op.old or "").strip() for op in made.ops]
                 row["author"] = made.author
                 row["reason"] = accepted[-1].reason if accepted else ""
                 row["numbers"] = dict(accepted[-1].numbers) if accepted else {}
@@ -126,9 +126,10 @@ def _lineage(target: RunDir, artifact: str | None, stats: RunStats, t0: float) -
     return rows
 
 
-def _decisions(target: RunDir) -> tuple[dict[str, int], str | None]:
+def _decisions(target: RunDir, artifact: str | None) -> tuple[dict[str, int], str | None]:
+    """The latest verdict per diff of the run's artifact (a library's members' parts are not counted again)."""
     with target.store() as store:
-        latest = {d.diff_id: d.outcome.value for d in store.decisions()}
+        latest = {d.diff_id: d.outcome.value for d in store.decisions(artifact_id=artifact)}
         ids = store.artifact_ids()
     return dict(Counter(latest.values())), (ids[0] if len(ids) == 1 else None)
 
@@ -143,8 +144,9 @@ def collect(target: RunDir) -> dict[str, Any]:
     stats.feed(events)
     t0 = events[0].at if events else 0.0
     span = (events[-1].at - t0) if events else 0.0
-    mix, only = _decisions(target)
-    artifact = str(config["artifact"]) if isinstance(config, dict) and "artifact" in config else only
+    named = str(config["artifact"]) if isinstance(config, dict) and "artifact" in config else None
+    mix, only = _decisions(target, named)
+    artifact = named or only
     used = stats.used()
     return {
         "run_dir": str(target.path), "artifact": artifact, "state": stats.state(), "duration": span,

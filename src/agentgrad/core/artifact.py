@@ -19,6 +19,7 @@ class Kind(str, Enum):
     HARNESS = "harness"
     VERIFIER = "verifier"
     MEMORY = "memory"
+    LIBRARY = "library"  # the packed texts of a library's members (`agentgrad.core.library`)
 
 
 class Layer(str, Enum):
@@ -39,6 +40,7 @@ _DEFAULT_LAYER = {
     Kind.MEMORY: Layer.L2,
     Kind.HARNESS: Layer.L1,
     Kind.VERIFIER: Layer.L1,
+    Kind.LIBRARY: Layer.L2,  # its members' layers govern it (`optim.governance`)
 }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentgrad.core.ids import validate_id
+from agentgrad.core.library import member_text, with_member
 from agentgrad.core.ops import Action, Op
 from agentgrad.core.units import Document, Segment, normalise, parse, unit_key
 from agentgrad.errors import ApplyConflictError, InvalidOpError
@@ -58,8 +59,13 @@ class Diff:
                 "author": self.author, "rationale": self.rationale, "breaks": self.breaks_contract}
 
     def keys(self) -> frozenset[tuple[str, str]]:
-        """The (scope, key) units this diff touches."""
-        return frozenset((op.scope.value, op.key) for op in self.ops)
+        """The (scope, key) units this diff touches (the scope is ``member:scope`` for a library member's op)."""
+        return frozenset((op.scope.value if op.member is None else f"{op.member}:{op.scope.value}", op.key)
+                         for op in self.ops)
+
+    def members(self) -> frozenset[str]:
+        """The library members this diff edits (empty for a diff of a plain artifact)."""
+        return frozenset(op.member for op in self.ops if op.member is not None)
 
     def changed_chars(self) -> int:
         """Total characters added or removed over all ops."""
@@ -93,6 +99,7 @@ def fingerprint(diff: Diff) -> str:
     """
     parts = sorted(
         (op.action.value, op.scope.value, op.key, normalise(op.new or ""), normalise(op.old or ""))
+        + (() if op.member is None else (op.member,))
         for op in diff.ops
     )
     return _digest({"artifact": diff.artifact_id, "ops": parts})[:32]
@@ -124,10 +131,18 @@ def apply_op(doc: Document, op: Op) -> Document:
     return replace(doc, segments=tuple(segments))
 
 
+def apply_one(text: str, op: Op) -> str:
+    """`text` after `op` (an op of a library member edits that member's text inside the packed library)."""
+    if op.member is None:
+        return apply_op(parse(op.scope, text), op).render()
+    inner = member_text(text, op.member)
+    return with_member(text, op.member, apply_op(parse(op.scope, inner), op.bare()).render())
+
+
 def apply_ops(text: str, ops: Iterable[Op]) -> str:
     """Apply ops in order to `text` and return the new text."""
     for op in ops:
-        text = apply_op(parse(op.scope, text), op).render()
+        text = apply_one(text, op)
     return text
 
 
@@ -149,17 +164,24 @@ def invert(diff: Diff, base_text: str) -> Diff:
     inverse: list[Op] = []
     text = base_text
     for op in diff.ops:
-        doc = parse(op.scope, text)
-        inverse.append(_inverse_op(doc, op))
-        text = apply_op(doc, op).render()
+        doc = parse(op.scope, text if op.member is None else member_text(text, op.member))
+        inverse.append(_inverse_op(doc, op.bare()).within(op.member))
+        text = apply_one(text, op)
     return Diff(diff.artifact_id, diff.base_version + 1, tuple(reversed(inverse)), author=diff.author,
                 rationale=f"revert {diff.id}")
 
 
 def _merge_pair(first: Op, second: Op) -> tuple[Op, ...] | None:
     """Fuse two adjacent ops on the same unit, or None if they do not simplify."""
-    if first.scope is not second.scope or (first.new is None or second.old is None) or first.new != second.old:
+    if first.scope is not second.scope or first.member != second.member:
         return None
+    if first.new is None or second.old is None or first.new != second.old:
+        return None
+    merged = _merge_bare(first.bare(), second.bare())
+    return None if merged is None else tuple(op.within(first.member) for op in merged)
+
+
+def _merge_bare(first: Op, second: Op) -> tuple[Op, ...] | None:
     if first.action is Action.ADD and second.action is Action.DELETE:
         return ()
     if first.action is Action.ADD and second.action is Action.REPLACE:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from agentgrad.core.ids import validate_id
 from agentgrad.core.units import Scope, unit_key
 from agentgrad.errors import InvalidOpError
 
@@ -37,6 +38,8 @@ class Op:
         old: the unit's content before the edit (replace, delete); None for add.
         new: the unit's content after the edit (add, replace); None for delete.
         at: for add, the segment index to insert at (None appends at the end).
+        member: in a library run, the id of the member artifact the op edits (the diff's own artifact is the
+            packed library, `agentgrad.core.library`); None for an op on a plain artifact.
     The unit `key` is derived from `old` (or from `new` for add).
     """
 
@@ -45,6 +48,7 @@ class Op:
     old: str | None = None
     new: str | None = None
     at: int | None = None
+    member: str | None = None
     key: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
@@ -61,6 +65,8 @@ class Op:
             )
         if self.at is not None and (action is not Action.ADD or not isinstance(self.at, int) or self.at < 0):
             raise InvalidOpError(f"'at' must be a non-negative int on add ops only, got {self.at!r}")
+        if self.member is not None:
+            validate_id(self.member, what="op member")
         key = unit_key(scope, self.old if self.old is not None else self.new)  # type: ignore[arg-type]
         if self.new is not None:
             unit_key(scope, self.new)
@@ -94,17 +100,28 @@ class Op:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `Op.from_dict` reverses it."""
-        return {"action": self.action.value, "scope": self.scope.value, "old": self.old, "new": self.new,
-                "at": self.at}
+        data: dict[str, Any] = {"action": self.action.value, "scope": self.scope.value, "old": self.old,
+                                "new": self.new, "at": self.at}
+        if self.member is not None:
+            data["member"] = self.member
+        return data
+
+    def bare(self) -> Op:
+        """This op without its library member (the op on the member's own text)."""
+        return self if self.member is None else replace(self, member=None)
+
+    def within(self, member: str | None) -> Op:
+        """This op addressed to library member `member`."""
+        return self if self.member == member else replace(self, member=member)
 
     @classmethod
     def from_dict(cls, data: object) -> Op:
         """Build an op from `to_dict` output, with a clear error for anything malformed."""
         if not isinstance(data, dict):
             raise InvalidOpError(f"an op must be a dict, got {type(data).__name__}")
-        unknown = set(data) - {"action", "scope", "old", "new", "at", "key"}
+        unknown = set(data) - {"action", "scope", "old", "new", "at", "key", "member"}
         if unknown:
             raise InvalidOpError(f"unknown op fields: {sorted(unknown)}")
         if "action" not in data or "scope" not in data:
             raise InvalidOpError("an op needs 'action' and 'scope'")
-        return cls(data["action"], data["scope"], data.get("old"), data.get("new"), data.get("at"))
+        return cls(data["action"], data["scope"], data.get("old"), data.get("new"), data.get("at"), data.get("member"))

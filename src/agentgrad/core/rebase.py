@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 
 import merge3
 
-from agentgrad.core.diff import Diff, apply_op
+from agentgrad.core.diff import Diff, apply_one
+from agentgrad.core.library import member_text
 from agentgrad.core.ops import Action, Op
 from agentgrad.core.units import Scope, parse
 from agentgrad.errors import ApplyConflictError, InvalidOpError
@@ -51,6 +52,15 @@ def merge_text(base: str, ours: str, theirs: str) -> str | None:
 
 def _rebase_op(op: Op, head_text: str) -> Op | str | None:
     """The op re-anchored on `head_text`; None if the head already has its effect; a str reason on conflict."""
+    if op.member is None:
+        return _rebase_bare(op, head_text)
+    moved = _rebase_bare(op.bare(), member_text(head_text, op.member))
+    if isinstance(moved, Op):
+        return moved.within(op.member)
+    return moved if moved is None else f"{op.member}: {moved}"
+
+
+def _rebase_bare(op: Op, head_text: str) -> Op | str | None:
     doc = parse(op.scope, head_text)
     index = doc.find(op.key)
     current = doc.segments[index].text if index >= 0 else None
@@ -93,8 +103,8 @@ def rebase(diff: Diff, head_text: str, head_version: int) -> Diff | Conflict:
         if moved is None:
             continue
         try:
-            text = apply_op(parse(moved.scope, text), moved).render()
-        except ApplyConflictError as exc:
+            text = apply_one(text, moved)
+        except (ApplyConflictError, InvalidOpError) as exc:
             return Conflict(diff.id, index, str(exc))
         ops.append(moved)
     return replace(diff, base_version=head_version, ops=tuple(ops))

@@ -3,7 +3,8 @@
 A diff's lag is η = head.version − diff.base_version. The tolerated lag α shrinks as an artifact gets hot: every
 commit that lands between a diff's base and the head is a chance of semantic interference, and a rebased diff's
 cheap re-check is wasted more often. The heat is an exponentially decayed commit rate (commits per second) per
-artifact, learned in `observe` from ACCEPTED decisions at `ctx.now`.
+artifact, learned in `observe` from ACCEPTED decisions at `ctx.now`. In a library run the heat is each member's:
+a diff's tolerated lag follows the hottest member it edits.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class StalenessState:
     Args:
         heat: per artifact, (commit rate in commits per second, the `ctx.now` it was last updated at).
         passed, rebased, rejected, duplicate, stale: how many candidates got each treatment so far.
+        routes: for a library diff let through, the members it edits (their heat grows when it is accepted).
     """
 
     heat: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -40,9 +42,11 @@ class StalenessState:
     rejected: int = 0
     duplicate: int = 0
     stale: int = 0
+    routes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "heat", MappingProxyType(dict(self.heat)))
+        object.__setattr__(self, "routes", MappingProxyType({k: tuple(v) for k, v in self.routes.items()}))
 
     def rate_at(self, artifact_id: str, now: float, decay: float) -> float:
         """The commit rate of `artifact_id` decayed to time `now` (0.0 for an artifact never committed)."""
@@ -52,7 +56,8 @@ class StalenessState:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `StalenessState.load` reverses it."""
         heat = {aid: [rate, last] for aid, (rate, last) in sorted(self.heat.items())}
-        return {"heat": heat, **{name: getattr(self, name) for name in _COUNTERS}}
+        return {"heat": heat, **{name: getattr(self, name) for name in _COUNTERS},
+                "routes": {k: list(v) for k, v in sorted(self.routes.items())}}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> StalenessState:
@@ -71,7 +76,12 @@ class StalenessState:
         counters = {name: data.get(name, 0) for name in _COUNTERS}
         for name, value in counters.items():
             integer(value, f"{NAME}: counter {name!r}", low=0, error=StateDictError)
-        return cls(heat, **counters)
+        routes = data.get("routes", {})
+        if not isinstance(routes, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, list) and all(isinstance(m, str) for m in v)
+                for k, v in routes.items()):
+            raise StateDictError(f"{NAME}: 'routes' must map diff ids to lists of member ids, got {routes!r}")
+        return cls(heat, routes={k: tuple(v) for k, v in routes.items()}, **counters)
 
 
 def _decayed(rate: float, last: float, now: float, decay: float) -> float:
@@ -154,9 +164,11 @@ def drop_stale(*, alpha_max: int = 4, alpha_min: int = 0, half_rate: float = 1.0
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
         keep: list[Candidate] = []
         counts = {name: getattr(state, name) for name in _COUNTERS}
+        routes = dict(state.routes)
         for candidate in batch.candidates:
             head = _head(candidate, ctx)
-            rate = state.rate_at(candidate.diff.artifact_id, ctx.now, decay)
+            members = sorted(candidate.diff.members())
+            rate = max(state.rate_at(a, ctx.now, decay) for a in members or [candidate.diff.artifact_id])
             alpha = 0 if candidate.diff.breaks_contract else alpha_for(
                 rate, alpha_max=alpha_max, alpha_min=alpha_min, half_rate=half_rate)
             numbers = {"lag": float(head.version - candidate.diff.base_version), "alpha": float(alpha), "rate": rate}
@@ -166,14 +178,18 @@ def drop_stale(*, alpha_max: int = 4, alpha_min: int = 0, half_rate: float = 1.0
                 verdicts[candidate.diff.id] = (candidate, result)
             else:
                 keep.append(result)
-        return batch.settle(verdicts, keep=keep), replace(state, **counts)
+                if members:
+                    routes[candidate.diff.id] = tuple(members)
+        return batch.settle(verdicts, keep=keep), replace(state, routes=routes, **counts)
 
     def observe(decisions: Sequence[Decision], state: StalenessState, ctx: Context) -> StalenessState:
-        heat = dict(state.heat)
+        heat, routes = dict(state.heat), dict(state.routes)
         for decision in decisions:
+            touched = routes.pop(decision.diff_id, ()) if decision.outcome.final else ()
             if decision.outcome is Outcome.ACCEPTED:
-                rate, last = heat.get(decision.artifact_id, (0.0, ctx.now))
-                heat[decision.artifact_id] = (_decayed(rate, last, ctx.now, decay) + 1.0 / decay, max(last, ctx.now))
-        return replace(state, heat=heat)
+                for artifact_id in (decision.artifact_id, *touched):
+                    rate, last = heat.get(artifact_id, (0.0, ctx.now))
+                    heat[artifact_id] = (_decayed(rate, last, ctx.now, decay) + 1.0 / decay, max(last, ctx.now))
+        return replace(state, heat=heat, routes=routes)
 
     return Stage(NAME, StalenessState, update, StalenessState.load, observe)

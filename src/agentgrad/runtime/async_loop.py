@@ -87,7 +87,7 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                     return
                 if not await engine.explore_turn(partial(_starved, engine)):  # the calls left are for judging
                     return
-                task = engine.pick_task(engine.counts["rollout_dispatch"])
+                task = engine.pick_task(engine.counts["rollout_dispatch"], worker=index)
                 engine.counts["rollout_dispatch"] += 1
                 try:
                     rollout = await engine.rollout(name, snapshot, task, refresh=lag)

@@ -123,6 +123,9 @@ class Acceptance:
         return look_delta(delta, look, looks=self.looks, first_share=self.first_share)
 
 
+PARALLEL_MODES = ("data", "sections")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything about how a run spends its budget, apart from the budget itself.
@@ -147,6 +150,9 @@ class RunConfig:
         reuse_outputs: a rollout of a head on a task the gate already ran that head on takes that run's output
             instead of calling `run` again (each kept output once; `Result.counts["reused_rollouts"]`). False:
             every rollout calls `run` (for an agent whose answers are samples worth drawing afresh).
+        parallel: "data" (every worker may edit anything; edits are rebased and fused) or "sections" (each
+            rollout worker owns disjoint sections of the artifact, named by its tasks' ``meta["section"]``, so its
+            edits cannot conflict with another's: `runtime.sections`).
     """
 
     workers: Workers = field(default_factory=Workers)
@@ -163,8 +169,11 @@ class RunConfig:
     hedge: float | None = 4.0
     inline_reward: bool = True
     reuse_outputs: bool = True
+    parallel: str = "data"
 
     def __post_init__(self) -> None:
+        if self.parallel not in PARALLEL_MODES:
+            raise ConfigError(f"RunConfig.parallel must be one of {list(PARALLEL_MODES)}, got {self.parallel!r}")
         timeout = self.timeout
         if not is_number(timeout, above=0):
             raise ConfigError(f"RunConfig.timeout must be a finite number of seconds > 0, got {timeout!r}")
@@ -194,4 +203,5 @@ class RunConfig:
                 "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,
                 "promote_every": self.promote_every, "fuse_wait": self.fuse_wait,
-                "hedge": self.hedge, "inline_reward": self.inline_reward, "reuse_outputs": self.reuse_outputs}
+                "hedge": self.hedge, "inline_reward": self.inline_reward, "reuse_outputs": self.reuse_outputs,
+                "parallel": self.parallel}

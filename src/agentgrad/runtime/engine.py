@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentgrad.core.artifact import Artifact, Version, content_hash
+from agentgrad.core.artifact import Artifact, Layer, Version, content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint
 from agentgrad.core.evidence import Evidence
+from agentgrad.core.library import Library, unpack
 from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError
 from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
@@ -35,6 +36,7 @@ from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_
 from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
+from agentgrad.runtime.sections import SectionOwners
 from agentgrad.store.commit import commit_step
 from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
@@ -65,10 +67,14 @@ class Engine(Pacing):
 
     def __init__(self, *, tasks: Mapping[str, Any], train: Sequence[str], val: Sequence[str], artifact: Artifact,
                  strategy: Strategy, user: UserFunctions, config: RunConfig, budget: Budget, store: SQLiteStore,
-                 aggregator: Aggregator, clock: Callable[[], float], callbacks: Sequence[Callback] = ()) -> None:
+                 aggregator: Aggregator, clock: Callable[[], float], callbacks: Sequence[Callback] = (),
+                 library: Library | None = None) -> None:
         super().__init__(store.journal, clock, callbacks)  # the log shares the store's transactions (`unit`)
         self.tasks, self.train, self.val = tasks, list(train), list(val)
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
+        self.library = library  # a library run: `artifact` packs these members (`agentgrad.core.library`)
+        self.sections = SectionOwners.of(tasks, train, config.workers.rollout) if config.parallel == "sections" \
+            else None
         self.store, self.aggregator = store, aggregator
         self.meter = Ledger(budget)
         self.caller = Caller(threads=config.workers.threads, timeout=config.timeout, clock=clock,
@@ -232,7 +238,12 @@ class Engine(Pacing):
 
     def _admitted(self, diff: Diff, about: Mapping[str, Any]) -> bool:
         """Log a new diff as a proposal and hold it open, unless it repeats a change turned down or in flight; a
-        diff outside the trust region is refused at once, before any evaluation is spent on it."""
+        diff outside the trust region is refused at once, before any evaluation is spent on it (and, in
+        section-parallel mode, a diff that edits another worker's section)."""
+        refusal = None if self.sections is None else self.sections.refusal(diff)
+        if refusal is not None:
+            self._proposal_failed("outside_section", about, refusal)
+            return False
         if self.aggregator.refused_before(diff):
             self._proposal_failed("tabu_skips", about, "the same change was already turned down")
             return False
@@ -320,8 +331,12 @@ class Engine(Pacing):
         """The heads the optimizer sees now."""
         layer = self.artifact.layer
         assert layer is not None
-        return Context({self.artifact.id: Head(self.head.version, self.head.text, layer, self.artifact.kind)},
-                       now=self.elapsed(), noise=self.noise)
+        heads = {self.artifact.id: Head(self.head.version, self.head.text, layer, self.artifact.kind)}
+        if self.library is not None:  # each member's head, at the library's version (governance reads its layer)
+            texts = unpack(self.head.text)
+            heads.update({m.id: Head(self.head.version, texts[m.id], m.layer or Layer.L2, m.kind)
+                          for m in self.library})
+        return Context(heads, now=self.elapsed(), noise=self.noise)
 
     def aggregate(self, candidates: Sequence[Candidate]) -> StepResult:
         """One optimizer step on `candidates`, committed; its inputs are logged first, for resume and replay."""

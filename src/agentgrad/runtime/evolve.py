@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 from agentgrad.core.artifact import Artifact, Kind
+from agentgrad.core.library import Library, unpack
 from agentgrad.data.splits import Splits, split
 from agentgrad.data.task import Task
 from agentgrad.errors import AgentgradError, ConfigError
@@ -32,8 +33,10 @@ from agentgrad.store.fsck import check_agreement
 from agentgrad.store.kinds import CONFIG, EventKind
 from agentgrad.store.ownership import WriterLock
 from agentgrad.store.sqlite import SQLiteStore
-from agentgrad.strategies.base import Strategy
+from agentgrad.strategies.base import Rendered, Strategy
+from agentgrad.strategies.library import LibraryStrategy
 from agentgrad.strategies.rules import AppendRules
+from agentgrad.strategies.whole import WholeText
 
 log = logging.getLogger("agentgrad")
 
@@ -58,12 +61,38 @@ def _splits(tasks: Sequence[Task] | Splits, seed: int) -> Splits:
     return split(items, seed=seed)
 
 
-def _artifact(artifact: Artifact | str | None) -> Artifact:
-    if isinstance(artifact, Artifact):
+Artifacts = Artifact | str | Library | Mapping[str, Artifact | str] | None
+
+
+def _artifact(artifact: Artifacts) -> Artifact | Library:
+    """The artifact a run evolves, or the library of several (a mapping or a `Library`)."""
+    if isinstance(artifact, (Artifact, Library)):
         return artifact
     if artifact is None or isinstance(artifact, str):
         return Artifact("skill", Kind.SKILL, artifact or "")
-    raise ConfigError(f"artifact must be an Artifact, a string or None, got {type(artifact).__name__}")
+    if isinstance(artifact, Mapping):
+        return Library.of(artifact)
+    raise ConfigError(f"artifact must be an Artifact, a string, a Library or a mapping of ids to artifacts, or "
+                      f"None; got {type(artifact).__name__}")
+
+
+def _member_strategy(artifact: Artifact) -> Strategy:
+    return WholeText() if artifact.kind is Kind.HARNESS else AppendRules()
+
+
+def _strategy(strategy: Strategy | Mapping[str, Strategy] | None, start: Artifact | Library) -> Strategy:
+    """The run's strategy: the one given, or for a library one per member (given by id, else by kind)."""
+    if isinstance(start, Artifact):
+        if strategy is not None and not hasattr(strategy, "ops"):
+            raise ConfigError("strategy must be a Strategy (a mapping of strategies is for a library of artifacts)")
+        return AppendRules() if strategy is None else strategy  # type: ignore[return-value]
+    if strategy is not None and not isinstance(strategy, Mapping):
+        return LibraryStrategy({m.id: strategy for m in start}, start.layers())
+    given = dict(strategy or {})
+    unknown = sorted(set(given) - set(start.ids))
+    if unknown:
+        raise ConfigError(f"strategy names {unknown}, which are not artifacts of the library {list(start.ids)}")
+    return LibraryStrategy({m.id: given.get(m.id) or _member_strategy(m) for m in start}, start.layers())
 
 
 def _budget(budget: Budget | None) -> Budget:
@@ -89,14 +118,16 @@ def _run_dir(store: str | Path | None) -> Path:
 
 def _identity(artifact: Artifact, splits: Splits) -> str:
     ids = "\n".join(t.id for t in (*splits.train, *splits.val, *splits.test))
-    return hashlib.sha256(f"{artifact.id}\n{ids}".encode()).hexdigest()[:16]
+    name = artifact.id if artifact.kind is not Kind.LIBRARY else "library:" + ",".join(unpack(artifact.text))
+    return hashlib.sha256(f"{name}\n{ids}".encode()).hexdigest()[:16]
 
 
-def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConfig, budget: Budget,
+def _open_run(run_dir: Path, start: Artifact | Library, splits: Splits, config: RunConfig, budget: Budget,
               clock: Callable[[], float]) -> tuple[SQLiteStore, bool]:
     store = SQLiteStore(run_dir, clock=clock)
     events = store.journal
     saved = events.get(CONFIG)
+    artifact = start.packed() if isinstance(start, Library) else start
     identity = _identity(artifact, splits)
     if saved is not None:
         if saved["identity"] != identity:
@@ -110,6 +141,8 @@ def _open_run(run_dir: Path, artifact: Artifact, splits: Splits, config: RunConf
             raise
         return store, True
     with store.transaction():
+        for member in start if isinstance(start, Library) else ():
+            store.add_artifact(member)
         store.add_artifact(artifact)
         events.put(CONFIG, {"identity": identity, "artifact": artifact.id, "run": config.describe(),
                               "budget": budget.to_dict(), "protocol": splits.protocol})
@@ -140,12 +173,18 @@ def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
 
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
-           propose: Callable[..., Any] | None = None, agent: Any = None, strategy: Strategy | None = None,
-           artifact: Artifact | str | None = None, budget: Budget | None = None, workers: int | Workers | None = None,
+           propose: Callable[..., Any] | None = None, agent: Any = None,
+           strategy: Strategy | Mapping[str, Strategy] | None = None, artifact: Artifacts = None,
+           budget: Budget | None = None, workers: int | Workers | None = None,
            asynchronous: bool | None = None, staleness: Staleness | None = None, store: str | Path | None = None,
            seed: int | None = None, callbacks: Sequence[Callback] = (), config: RunConfig | None = None,
            clock: Callable[[], float] | None = None) -> Result:
     """Improve `artifact` on `tasks` with the user's `run`, `propose` and `reward`, within `budget`.
+
+    `artifact` is one artifact (an `Artifact`, or a text: a skill), or several evolved together: a `Library`
+    or a mapping of ids to artifacts. With a library, `run` and `propose` get a dict of each artifact's rendered
+    text by id, `propose` may edit any artifact but the L0 ones (see `LibraryStrategy` for how an edit names its
+    artifact), a change of several artifacts commits at once, and `strategy` may map ids to strategies.
 
     `run(rendered, task)` returns the agent's output; `propose(rendered, task, output, reward)` returns an edit
     (free text or structured) for the strategy (`output` is None when `run` failed on that task);
@@ -177,23 +216,27 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
                  len(splits.val), len(splits.train))
     splits = replace(splits, protocol=splits.protocol + power.protocol())
     run_dir = _run_dir(store)
-    return anyio.run(_evolve, splits, start, strategy or AppendRules(), user, config, budget,
+    return anyio.run(_evolve, splits, start, _strategy(strategy, start), user, config, budget,
                      run_dir, list(callbacks), clock or time.monotonic)
 
 
-async def _evolve(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
-                  budget: Budget, run_dir: Path, callbacks: list[Callback], clock: Callable[[], float]) -> Result:
+async def _evolve(splits: Splits, start: Artifact | Library, strategy: Strategy, user: UserFunctions,
+                  config: RunConfig, budget: Budget, run_dir: Path, callbacks: list[Callback],
+                  clock: Callable[[], float]) -> Result:
     with WriterLock(run_dir):  # one writer per run directory (`RunDirLockedError` names the other one)
-        return await _locked(splits, artifact, strategy, user, config, budget, run_dir, callbacks, clock)
+        return await _locked(splits, start, strategy, user, config, budget, run_dir, callbacks, clock)
 
 
-async def _locked(splits: Splits, artifact: Artifact, strategy: Strategy, user: UserFunctions, config: RunConfig,
-                  budget: Budget, run_dir: Path, callbacks: list[Callback], clock: Callable[[], float]) -> Result:
-    store, resuming = _open_run(run_dir, artifact, splits, config, budget, time.time)
+async def _locked(splits: Splits, start: Artifact | Library, strategy: Strategy, user: UserFunctions,
+                  config: RunConfig, budget: Budget, run_dir: Path, callbacks: list[Callback],
+                  clock: Callable[[], float]) -> Result:
+    store, resuming = _open_run(run_dir, start, splits, config, budget, time.time)
+    artifact = start.packed() if isinstance(start, Library) else start
     tasks = {t.id: t for t in (*splits.train, *splits.val, *splits.test)}
     engine = Engine(tasks=tasks, train=[t.id for t in splits.train], val=[t.id for t in splits.val],
                     artifact=artifact, strategy=strategy, user=user, config=config, budget=budget, store=store,
-                    aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks)
+                    aggregator=_aggregator(config, strategy), clock=clock, callbacks=callbacks,
+                    library=start if isinstance(start, Library) else None)
     try:
         error = await _loop(engine, resuming, held_out_calls=2 * len(splits.test))
     except BaseException:
@@ -284,6 +327,13 @@ async def _held_out_pair(engine: Engine, start: str, final: str, test_ids: Seque
     return means[start], means[final], ""
 
 
+def _readable(rendered: Rendered) -> str:
+    """What the agent sees, as one text (a library's members each under a ``=== id ===`` line)."""
+    if isinstance(rendered, str):
+        return rendered
+    return "".join(f"=== {key} ===\n{text.rstrip()}\n" for key, text in rendered.items())
+
+
 async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: Path,
                   error: AgentgradError | None) -> Result:
     store, test_ids = engine.store, [t.id for t in splits.test]
@@ -304,9 +354,11 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
     protocol = splits.protocol + ("" if test_ids else "; no test split: the held-out reward is not reported") + note
     if error is not None and test_ids:
         protocol += "; the run failed: the held-out reward was not measured"
-    result = Result(final, engine.strategy.render(final.text), learned, baseline, protocol,
-                    tuple(store.history(artifact.id)), usage, dict(engine.counts), tuple(store.decisions()),
-                    run_dir, error, engine.meter.budget)
+    members = list(unpack(final.text)) if final.kind is Kind.LIBRARY else [artifact.id]
+    result = Result(final, _readable(engine.strategy.render(final.text)), learned, baseline, protocol,
+                    tuple(store.history(artifact.id)), usage, dict(engine.counts),
+                    tuple(store.decisions(artifact_id=artifact.id)), run_dir, error, engine.meter.budget,
+                    {m: store.artifact(m) for m in members}, {m: tuple(store.history(m)) for m in members})
     engine.emit(EventKind.FINISHED, {"ok": result.ok, "test_reward": learned, "baseline": baseline})
     store.close()  # writes the journal's deferred events, catches the git mirror up
     return result

@@ -26,6 +26,7 @@ from agentgrad.runtime.policy import LoopPolicy
 from agentgrad.runtime.records import Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
+from agentgrad.runtime.sections import SectionOwners
 from agentgrad.runtime.split import SplitFigures, may_explore
 from agentgrad.store.kinds import EventKind
 
@@ -52,6 +53,7 @@ class Pacing(Accounts):
     parking: Parking
     policy: LoopPolicy
     frozen_known: tuple[str, frozenset[str]]
+    sections: SectionOwners | None  # section-parallel mode: who owns which section (`runtime.sections`)
 
     def init_pacing(self) -> None:
         self.exploring = 0
@@ -119,15 +121,21 @@ class Pacing(Accounts):
         epoch, position = divmod(index, len(self.train))
         return self._order(epoch)[position]
 
-    def pick_task(self, index: int, avoid: Collection[str] = ()) -> str:
+    def pick_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
         head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
         (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
-        when every one is passed over."""
+        when every one is passed over. In section-parallel mode, only tasks of the sections `worker` owns."""
         busy, solved = self._busy(), self._solver()
         epoch, position = divmod(index, len(self.train))
         order = self._order(epoch)
-        for task in itertools.chain(order[position:], self._order(epoch + 1)[:position]):
+        mine = None if self.sections is None or worker is None else set(self.sections.tasks_of(worker))
+        after = self._order(epoch + 1)[:position]
+        if mine:
+            order = [t for t in order if t in mine]
+            position %= len(order)
+            after = order[:position]
+        for task in itertools.chain(order[position:], after):
             if task not in avoid and task not in busy and not solved(task):
                 return task
         return order[position]

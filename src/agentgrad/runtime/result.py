@@ -55,6 +55,9 @@ class Result:
         error: the exception that stopped the run, if any (the run then failed, loudly).
         run_dir: where the store, the event log and the git mirror live.
         budget: the limits the run was given (`DEFAULT_BUDGET` when `evolve` got none).
+        artifacts: each learned artifact by id: the one artifact, or a library's members (then `artifact` is
+            the packed library and `rendered` shows each member's rendered text under a ``=== id ===`` line).
+        histories: each artifact's committed versions, by id.
     """
 
     artifact: Artifact
@@ -69,6 +72,8 @@ class Result:
     run_dir: Path
     error: BaseException | None = None
     budget: Budget | None = None
+    artifacts: Mapping[str, Artifact] = field(default_factory=dict)
+    histories: Mapping[str, tuple[Version, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -87,6 +92,12 @@ class Result:
         return [{"diff": d.diff_id, "outcome": d.outcome.value, "stage": d.stage, "reason": d.reason,
                  "numbers": dict(d.numbers), "parts": list(d.parts)} for d in last.values()]
 
+    def _versions(self) -> str:
+        if len(self.artifacts) <= 1:
+            return f"{len(self.history) - 1} committed"
+        parts = [f"{a} {len(self.histories.get(a, ())) - 1}" for a in sorted(self.artifacts)]
+        return f"{len(self.history) - 1} library commits ({', '.join(parts)} per artifact)"
+
     def summary(self) -> str:
         """A few lines a person can read."""
         mix: dict[str, int] = {}
@@ -98,7 +109,7 @@ class Result:
         budget = "" if self.budget is None else f"budget: {self.budget.describe()}" + (
             " (the default: pass budget= to change it)" if self.budget == DEFAULT_BUDGET else "") + "\n"
         return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n{budget}"
-                f"versions: {len(self.history) - 1} committed; verdicts: {mix}\n"
+                f"versions: {self._versions()}; verdicts: {mix}\n"
                 f"usage: {self.usage.rollouts} rollouts, {self.usage.proposals} proposals, "
                 f"{self.usage.gate_evals} gate evals ({self.usage.gate_share:.0%} of run calls), "
                 f"{self.usage.wall_time:.1f} s" + (f" (+ {self.usage.held_out_time:.1f} s held-out scoring)"

@@ -80,7 +80,7 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
         n -= 1
     tasks: list[str] = []
     for w in range(n):
-        tasks.append(engine.pick_task(round_no * workers.rollout + w, avoid=tasks))
+        tasks.append(engine.pick_task(round_no * workers.rollout + w, avoid=tasks, worker=w))
     rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
                              limit=workers.rollout, order=start_order(engine, tasks))
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]

@@ -30,7 +30,7 @@ from agentgrad.errors import (
     UnknownArtifactError,
     UnknownVersionError,
 )
-from agentgrad.store import codec, mirroring, tables
+from agentgrad.store import codec, members, mirroring, tables
 from agentgrad.store.events import EventLog
 from agentgrad.store.gitmirror import GitMirror
 from agentgrad.store.transaction import Transactions, damage_reported
@@ -203,7 +203,8 @@ class SQLiteStore:
         if head.number != want:
             raise StaleHeadError(f"{diff.artifact_id!r}: dev head is v{head.number}, not v{want} "
                                  f"(diff {diff.id!r}); rebase and try again")
-        text = apply(diff, self._blobs.get(conn, head.hash))
+        before = self._blobs.get(conn, head.hash)
+        text = apply(diff, before)
         text_hash = self._blobs.put(conn, text)
         tables.put_diff(conn, diff, now, committing=True)
         tables.put_evidence(conn, diff.id, evidence)
@@ -211,6 +212,9 @@ class SQLiteStore:
         number = head.number + 1
         conn.execute(tables.INSERT_VERSION, (diff.artifact_id, number, text_hash, diff.id, now))
         conn.execute("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'dev'", (number, diff.artifact_id))
+        if head.kind == Kind.LIBRARY.value:  # its members commit their parts in this transaction (`members`)
+            members.mirror(conn, diff, evidence, decision, before, text, lambda d, e, k, n: self._commit_in(
+                conn, d, e, k, n, now), lambda h: self._blobs.get(conn, h))
         return Version(diff.artifact_id, number, text, diff.id, text_hash)
 
     def record(self, diff: Diff, evidence: Evidence, decision: Decision) -> None:
@@ -319,8 +323,9 @@ class SQLiteStore:
 
     def _move_stable(self, c: sqlite3.Connection, targets: Mapping[str, int], stable: Mapping[str, int],
                      now: float) -> None:
-        """Move each stable head to its target (in `targets`' order), log the change, mirror it after the commit."""
-        changed = {a: n for a, n in targets.items() if stable[a] != n}
+        """Move each stable head to its target (in `targets`' order; a library's members follow it), log the change,
+        mirror it after the commit."""
+        changed = {a: n for a, n in members.stable_targets(c, targets).items() if stable[a] != n}
         c.executemany("UPDATE heads SET number = ? WHERE artifact_id = ? AND branch = 'stable'",
                       [(n, a) for a, n in changed.items()])
         if changed:

@@ -27,6 +27,7 @@ from agentgrad.core.units import Document, Scope, parse, unit_key
 from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError
 
 RawProposal: TypeAlias = str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+Rendered: TypeAlias = str | Mapping[str, str]  # what `run` gets: a text, or a library's texts by artifact id
 DEFAULT_MAX_CHARS = 20_000
 EDIT_FIELDS = frozenset({"action", "content", "target"})
 
@@ -44,8 +45,8 @@ class Strategy(Protocol):
         """The ops that carry `proposal` out on `text` (empty if it changes nothing)."""
         ...
 
-    def render(self, text: str) -> str:
-        """What the solver sees of an artifact holding `text`."""
+    def render(self, text: str) -> Rendered:
+        """What the solver sees of an artifact holding `text` (a library strategy: each member's text by id)."""
         ...
 
     def contradicts(self, a: Op, b: Op) -> bool:

@@ -11,6 +11,7 @@ import typer
 from agentgrad.cli.commands.running import RunDirArg
 from agentgrad.cli.output import USAGE, emit_json, fail, guarded, say
 from agentgrad.cli.rundir import RunDir, RunDirError
+from agentgrad.core.artifact import Kind
 from agentgrad.core.decision import Outcome
 
 if TYPE_CHECKING:
@@ -21,8 +22,11 @@ ArtifactOpt = Annotated[str | None, typer.Option("--artifact", "-a", help="The a
 
 
 def pick_artifact(store: SQLiteStore, given: str | None) -> str:
-    """`given`, checked against the store, or the run's only artifact."""
-    ids = store.artifact_ids()
+    """`given`, checked against the store, or the run's only artifact (a library run's packed artifact aside)."""
+    every = store.artifact_ids()
+    ids = [a for a in every if store.artifact(a).kind is not Kind.LIBRARY] if len(every) > 1 else every
+    if given is not None and given in every:
+        return given
     if given is not None:
         if given not in ids:
             raise RunDirError(f"no artifact {given!r} in this run; it has {ids}")
@@ -156,7 +160,8 @@ def _print_why(info: dict[str, Any]) -> None:
         lines.append(f"  rationale: {diff['rationale']}")
     for op in diff["ops"]:
         body = op.get("new") if op.get("new") is not None else op.get("old")
-        lines.append(f"  {op['action']} {op['scope']}: {str(body).strip()[:200]}")
+        where = f"{op['member']} " if op.get("member") else ""
+        lines.append(f"  {where}{op['action']} {op['scope']}: {str(body).strip()[:200]}")
     mean = evidence["mean_delta"]
     lines.append(f"evidence: {evidence['tasks']} tasks · {evidence['wins']} wins, {evidence['losses']} losses · "
                  f"mean delta {'–' if mean is None else f'{mean:+.3f}'} · base v{evidence['base_version']}"

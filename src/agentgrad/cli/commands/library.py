@@ -10,6 +10,7 @@ import typer
 from agentgrad.cli.commands.running import RunDirArg
 from agentgrad.cli.output import FAILED, USAGE, emit_json, fail, guarded, say
 from agentgrad.cli.rundir import RunDir, RunDirError
+from agentgrad.core.artifact import Kind
 
 
 @guarded
@@ -45,13 +46,14 @@ def export(run_dir: RunDirArg,
            dest: Annotated[Path, typer.Argument(help="The folder to write the files into.", show_default=False)],
            dev: Annotated[bool, typer.Option("--dev", help="Export the dev heads instead of stable.")] = False
            ) -> None:
-    """Write the stable library as plain files: one file per artifact, its path the artifact id."""
+    """Write the stable library as plain files: one file per artifact, its path the artifact id (a library run's
+    packed artifact is not written: its members are)."""
     if dest.exists() and not dest.is_dir():
         fail(f"{dest} exists and is not a folder", USAGE)
     target = RunDir(run_dir)
     branch = "dev" if dev else "stable"
     with target.store() as store:
-        heads = store.heads(branch)
+        heads = {a: v for a, v in store.heads(branch).items() if store.artifact(a).kind is not Kind.LIBRARY}
     if not heads:
         raise RunDirError("the run has no artifact yet (it stopped before it started)")
     for artifact_id, version in heads.items():
