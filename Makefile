@@ -26,6 +26,7 @@ types: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
+	@test -x /usr/bin/chromium || bash scripts/install-browser.sh
 	$(BIN)/pytest
 
 test: lint types pytest

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from agentgrad.cli.commands import inspecting, library, reporting, running
+from agentgrad.cli.commands import inspecting, library, reporting, running, serving
 
 app = typer.Typer(name="agentgrad", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Improve an agent's text artifacts with evidence-carrying diffs; inspect and ship the result.")
@@ -25,6 +25,7 @@ app.command()(library.export)
 app.command()(library.fsck)
 app.command()(reporting.report)
 app.command()(running.cancel)
+app.command()(serving.serve)
 
 
 def main() -> None:
