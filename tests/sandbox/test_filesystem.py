@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,12 +85,25 @@ def test_the_code_cannot_read_files_only_their_owner_may(sandbox: Sandbox, isola
                                                          open_dirs: list[Path]) -> None:
     if not isolated.drops_user:
         pytest.skip("not root: the code runs as you (in a user namespace), so it may read what you may")
-    secret = open_dirs[1] / "private.txt"
-    secret.write_text("root only")
-    secret.chmod(0o600)
-    result = sandbox.run_python("import sys\ntry:\n    print(open(sys.argv[1]).read())\nexcept OSError as e:\n"
-                                "    print(e.strerror)\n", args=[str(secret)])
-    assert result.stdout.strip() == "Permission denied"
+    folder = _visible_dir(sandbox, open_dirs[1])
+    try:
+        secret = folder / "private.txt"
+        secret.write_text("root only")
+        secret.chmod(0o600)
+        result = sandbox.run_python("import sys\ntry:\n    print(open(sys.argv[1]).read())\nexcept OSError as e:\n"
+                                    "    print(e.strerror)\n", args=[str(secret)])
+        assert result.stdout.strip() == "Permission denied"
+    finally:
+        if folder != open_dirs[1]:
+            shutil.rmtree(folder)
+
+
+def _visible_dir(sandbox: Sandbox, preferred: Path) -> Path:
+    """`preferred` if the sandbox sees it; else a new directory under /var/lib, which it always sees (a checkout
+    under /tmp is covered by the sandbox's empty /tmp)."""
+    seen = sandbox.run_python("import os, sys\nprint(os.path.isdir(sys.argv[1]))", args=[str(preferred)])
+    return preferred if seen.stdout.strip() == "True" else Path(tempfile.mkdtemp(prefix="agentgrad-sandbox-",
+                                                                                  dir="/var/lib"))
 
 
 def test_host_temporary_files_and_devices_are_hidden(sandbox: Sandbox) -> None:

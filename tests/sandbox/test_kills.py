@@ -19,7 +19,8 @@ def test_a_cpu_loop_is_killed_at_the_cpu_limit(sandbox: Sandbox) -> None:
 
 
 def test_code_that_ignores_sigxcpu_is_killed_at_the_hard_cpu_limit(sandbox: Sandbox) -> None:
-    result = sandbox.run_python("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n")
+    result = sandbox.run_python(
+        "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n")
     assert result.limit_hit is LimitHit.CPU
     assert result.signal == signal.SIGKILL and result.cpu_seconds >= FAST.cpu_seconds
 
@@ -64,7 +65,7 @@ def test_a_fork_bomb_is_bounded_by_the_process_limit(sandbox: Sandbox) -> None:
     assert result.limit_hit is LimitHit.PROCESSES
     assert "BlockingIOError" in result.stderr
     assert max(int(line) for line in result.stdout.split()) == FAST.processes - 1  # the code and its children
-    assert result.wall_seconds < FAST.wall_seconds  # the sleeping children died with the run
+    assert result.wall_seconds < 5.0  # the sleeping children died with the run
 
 
 def test_threads_count_against_the_process_limit(sandbox: Sandbox) -> None:
@@ -100,4 +101,4 @@ def test_processes_the_code_leaves_behind_die_with_the_run(sandbox: Sandbox) -> 
     code = "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '60'])\nprint('left it')\n"
     result = sandbox.run_python(code)
     assert result.ok and result.stdout == "left it\n" and result.limit_hit is LimitHit.NONE
-    assert result.wall_seconds < FAST.wall_seconds - 1
+    assert result.wall_seconds < 10.0  # far short of the sleeper's 60 s
