@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from agentgrad import Budget, Task, evolve
 from agentgrad.errors import RunFailedError
 from agentgrad.runtime.health import RunHealth
 
@@ -55,3 +57,31 @@ def test_a_run_that_ends_with_every_call_failed_is_a_failure_not_a_success() -> 
         health.at_end()
     health.observe(None)
     health.at_end()  # one call worked: what failed is evidence
+
+
+def test_a_proposer_that_never_answers_stops_the_run_after_its_first_calls() -> None:
+    health = RunHealth(2, Counter())
+    for _ in range(7):
+        health.proposed("TypeError: bad signature")
+    with pytest.raises(RunFailedError, match="first 8 calls of propose all failed; the first error was: TypeError"):
+        health.proposed("TypeError: bad signature")
+
+
+def test_a_proposer_that_answered_once_is_only_stopped_by_a_long_streak() -> None:
+    health = RunHealth(2, Counter())
+    health.proposed(None)
+    for _ in range(31):
+        health.proposed("timeout")
+    with pytest.raises(RunFailedError, match="last 32 calls of propose all failed"):
+        health.proposed("timeout")
+
+
+def test_a_run_whose_every_proposal_failed_ends_as_a_failure(tmp_path: Path) -> None:
+    def broken(skill: str, task: Task, output: object, reward: float) -> str:
+        raise TypeError("the proposer has a bug")
+
+    tasks = [Task(f"t{i}", f"q{i}", "a") for i in range(20)]
+    result = evolve(tasks, lambda task, output: 0.0, run=lambda skill, task: "b", propose=broken,
+                    budget=Budget(calls=40), store=tmp_path / "run", asynchronous=False)
+    assert not result.ok and isinstance(result.error, RunFailedError)
+    assert "calls of propose all failed" in str(result.error) and "the proposer has a bug" in str(result.error)

@@ -218,6 +218,7 @@ class Engine(Pacing):
     def diff_from(self, outcome: CallOutcome, base: Snapshot, diff_id: str, author: str, rationale: str,
                   about: Mapping[str, Any]) -> Diff | None:
         """The diff a proposal asks for, logged as a proposal; None (counted, logged) for anything unusable."""
+        self.health.proposed(None if outcome.ok else str(outcome.error))
         if not outcome.ok:
             self._proposal_failed("proposal_errors", about, str(outcome.error))
             return None

@@ -4,7 +4,8 @@ A run whose first max(8, 2 × slots) calls all fail never worked (a wrong endpoi
 max(32, 4 × slots) failures in a row after some calls succeeded hit an outage. Either stops the run with
 `RunFailedError` naming the first error, instead of scoring zeros until a budget runs out. A run that ends (its
 budget spent) before either threshold, with every call failed, stops the same way (`at_end`): nothing could have
-been learned, so it must not report success.
+been learned, so it must not report success. The calls of `propose` are watched the same way: a proposer that
+never answers (a bug in it, a wrong reflector model) stops the run instead of spending the budget on rollouts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,24 @@ class RunHealth:
         self.first_error: str | None = None
         self.streak = 0
         self.streak_error: str | None = None
+        self.propose_streak = 0
+        self.first_propose_error: str | None = None
+
+    def proposed(self, error: str | None) -> None:
+        """Record one `propose` call's outcome (`error` None: it answered); `RunFailedError` when the proposer
+        never answered in its first calls, or stopped answering (the thresholds of `run`)."""
+        if error is None:
+            self.counts["propose_ok"] += 1
+            self.propose_streak = 0
+            return
+        self.propose_streak += 1
+        self.first_propose_error = self.first_propose_error or error
+        if self.counts["propose_ok"] == 0 and self.propose_streak >= self.never_worked:
+            raise RunFailedError(f"the first {self.propose_streak} calls of propose all failed; the first error "
+                                 f"was: {self.first_propose_error}")
+        if self.propose_streak >= self.outage:
+            raise RunFailedError(f"the last {self.propose_streak} calls of propose all failed; the latest error "
+                                 f"was: {error}")
 
     def observe(self, error: str | None) -> None:
         """Record one call's outcome (`error` None: it succeeded); `RunFailedError` when the run is broken."""
@@ -54,3 +73,6 @@ class RunHealth:
         if self.counts["run_ok"] == 0 and self.counts["run_errors"] > 0:
             raise RunFailedError(f"all {self.counts['run_errors']} calls of run failed; nothing could be learned. "
                                  f"The first error was: {self.first_error}")
+        if self.counts["propose_ok"] == 0 and self.propose_streak > 0:
+            raise RunFailedError(f"all {self.propose_streak} calls of propose failed; nothing could be learned. "
+                                 f"The first error was: {self.first_propose_error}")
