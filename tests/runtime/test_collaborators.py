@@ -28,9 +28,9 @@ def test_each_collaborator_of_a_resumed_run_round_trips_through_json(tmp_path: P
 
     async def check(engine: Engine, bot: WorldAgent) -> None:
         restore(engine)  # the run's real state: budgets spent, optimizer state, estimates, promotion, noise
-        assert engine.steps > 0 and engine.meter.used["rollouts"] > 0
+        assert engine.journal.steps > 0 and engine.accounts.meter.used["rollouts"] > 0
         pairs: list[tuple[Any, Any]] = [
-            (engine.meter, Ledger(BUDGET)), (engine.estimator, DurationEstimator()),
+            (engine.accounts.meter, Ledger(BUDGET)), (engine.estimator, DurationEstimator()),
             (engine.promotion, Promotion(max(1, engine.config.promote_every))),
             (engine.aggregator, Aggregator(_aggregator(engine.config, WORLD.strategy).pipeline)),
             (engine.open, OpenDiffs()),

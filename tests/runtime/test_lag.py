@@ -77,7 +77,7 @@ def _lags(store: Path, async_ratio: int) -> tuple[list[int], int]:
                           user=UserFunctions(run, bot.propose, reward), config=config, budget=BUDGET,
                           store=lib, aggregator=_aggregator(config, WORLD.strategy), clock=clock.now)
         try:
-            async with engine.group_commit():
+            async with engine.journal.group_commit():
                 await run_async(engine)
             return [head - snapshot for head, snapshot in engine.dispatched], engine.head.version
         finally:

@@ -62,7 +62,7 @@ def test_a_wait_nothing_can_end_gives_way_and_a_starved_run_stops(tmp_path: Path
         assert not await engine.explore_turn(lambda: True)
         with anyio.fail_after(10):
             assert await engine.explore_turn()
-        assert engine.counts["explore_unstuck"] == 1
-        assert engine.counts["explore_waits"] == STUCK_WAITS - 1
+        assert engine.journal.counts["explore_unstuck"] == 1
+        assert engine.journal.counts["explore_waits"] == STUCK_WAITS - 1
 
     helpers.on_engine(tmp_path / "run", body)

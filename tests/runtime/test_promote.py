@@ -145,7 +145,7 @@ def test_a_dev_commit_that_makes_dev_worse_than_stable_is_reverted_and_the_rever
         assert reverted.numbers["wins"] > reverted.numbers["losses"] == 0 and "wins" in reverted.reason
         inverse = store.decisions(diff_id=store.head(AID).diff_id)[-1]
         assert (inverse.outcome, inverse.stage) == (Outcome.ACCEPTED, "revert")
-        assert engine.counts["reverted"] == 1 and store.head(AID, "stable").number == 0
+        assert engine.journal.counts["reverted"] == 1 and store.head(AID, "stable").number == 0
         store.sync_git()
         with Repo(str(tmp_path / "run" / "library.git")) as repo:
             tip = repo[repo.refs[Ref(b"refs/heads/dev")]]
@@ -209,7 +209,7 @@ def test_attribution_that_runs_out_of_budget_reverts_nothing_it_could_not_judge(
         _commit(engine, HALF.right_rule(GEOMETRY), "good")
         _commit(engine, f"{_wrong(DATES)}\n{_wrong(UNITS)}", "harmful")
         assert not await _check(engine)
-        return engine.store.head(AID).number, engine.counts["reverted"]
+        return engine.store.head(AID).number, engine.journal.counts["reverted"]
 
     assert _with_engine(tmp_path / "run", body, budget=Budget(gate_evals=2 * n_val + 1)) == (2, 0)
     check = events(tmp_path / "run", ["promotion"])[-1][1]

@@ -119,7 +119,7 @@ def test_a_rollout_of_a_head_the_gate_already_ran_reuses_its_output_without_a_ca
         calls = bot.runs
         rollout = await engine.rollout("worker-0", engine.head, task)
         assert bot.runs == calls and rollout.reward == score and rollout.output is not None
-        assert engine.counts["reused_rollouts"] == 1
+        assert engine.journal.counts["reused_rollouts"] == 1
         await engine.rollout("worker-0", engine.head, task)  # a kept output serves one rollout only
         assert bot.runs == calls + 1
 

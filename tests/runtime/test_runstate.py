@@ -23,7 +23,7 @@ def test_the_engine_state_after_a_run_round_trips_into_a_fresh_engine(tmp_path: 
     run(tmp_path / "done", agent(), asynchronous=False)  # a run with steps, verdicts, counters and noise
 
     async def check(engine: Engine, bot: WorldAgent) -> None:
-        state = engine.events.get("checkpoint")
+        state = engine.journal.events.get("checkpoint")
         assert state["step"] > 0 and state["counts"]
         fresh = build_engine(tmp_path / "fresh", bot)
         try:
@@ -37,7 +37,7 @@ def test_the_engine_state_after_a_run_round_trips_into_a_fresh_engine(tmp_path: 
 
 def test_a_malformed_state_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     async def check(engine: Engine, bot: WorldAgent) -> None:
-        engine.counts["rollouts"] = 7
+        engine.journal.counts["rollouts"] = 7
         before = _comparable(engine.state_dict())
         good = engine.state_dict()
         for bad in ({**good, "counts": {"rollouts": -1}}, {**good, "step": True}, {**good, "aggregator": [1]},

@@ -218,11 +218,11 @@ def _round_starts(store: Path, slots: int) -> tuple[list[str], list[str]]:
             for position, task in enumerate(tasks):
                 engine.estimator.observe(task, 1.0 + position)
             assert await run_round(engine, 0, []) == []
-            assert engine.counts["rollouts"] == 4
+            assert engine.journal.counts["rollouts"] == 4
             return tasks
         finally:
             engine.store.close()
-            engine.events.close()
+            engine.journal.events.close()
 
     return anyio.run(main), bot.started
 
@@ -247,7 +247,7 @@ def test_the_start_order_is_a_stable_permutation_even_with_repeated_tasks(tmp_pa
             return start_order(engine, ["fast", "slow", "new", "slow", "fast"])
         finally:
             engine.store.close()
-            engine.events.close()
+            engine.journal.events.close()
 
     # the unseen task sits at the overall mean (3.0), between the two; ties keep worker order
     assert anyio.run(main) == [1, 3, 2, 0, 4]

@@ -54,7 +54,7 @@ def _with_lag(store: Path, policy: StalePolicy, fn: Callable[[Engine, Proposed],
                 _commit(engine, f"tip {i}: be concise", f"c{i}")
             return await fn(engine, proposed)
         finally:
-            engine.events.close()
+            engine.journal.events.close()
             engine.store.close()
 
     return anyio.run(main)
@@ -65,7 +65,7 @@ def test_a_diff_within_the_tolerated_lag_is_rebased_onto_the_head(tmp_path: Path
         moved = reanchor(engine, proposed)
         assert isinstance(moved, Proposed)
         assert moved.diff.base_version == engine.head.version == 2 and moved.diff.id == "p000001"
-        assert engine.counts["rebased_before_gate"] == 1
+        assert engine.journal.counts["rebased_before_gate"] == 1
 
     _with_lag(tmp_path, StalePolicy.DISCARD, check, alpha=2)
 
@@ -110,7 +110,7 @@ def test_repair_is_called_with_the_head_and_its_diff_goes_through_the_gate(tmp_p
         assert calls == [("p000001", engine.head.text)]
         assert candidate is not None and candidate.diff.id == "p000001" + REPAIR_SUFFIX
         assert candidate.diff.base_version == 2 and len(candidate.evidence.rows) > 0
-        assert engine.meter.used["proposals"] == 1  # a repair is budgeted like a proposal
+        assert engine.accounts.meter.used["proposals"] == 1  # a repair is budgeted like a proposal
 
     _with_lag(tmp_path, StalePolicy.REPAIR, check, repair=repair)
     assert [p for _, p in events(tmp_path, ["repair"])] == [
@@ -124,7 +124,7 @@ def test_a_repair_that_gives_garbage_is_recorded_and_dropped(tmp_path: Path) -> 
 
     async def check(engine: Engine, proposed: Proposed) -> None:
         assert await recheck(engine, Candidate(proposed.diff, Evidence(())), Outcome.STALE) is None
-        assert engine.counts["invalid_proposals"] == 1 and engine.meter.used["proposals"] == 1
+        assert engine.journal.counts["invalid_proposals"] == 1 and engine.accounts.meter.used["proposals"] == 1
 
     _with_lag(tmp_path, StalePolicy.REPAIR, check, repair=garbage)
     assert [p["repaired"] for _, p in events(tmp_path, ["repair"])] == [None]
@@ -172,9 +172,9 @@ def test_a_held_candidate_is_rechecked_on_the_head_scoring_only_its_effect_and_w
             touched = stale_touched(engine, WORLD.artifact.id, 0, 1)
             held = Candidate(diff, old, recheck=True)
             candidate = await recheck(engine, held, Outcome.RECHECK)
-            return touched, candidate, engine.counts["reverified"], engine.cache.misses
+            return touched, candidate, engine.journal.counts["reverified"], engine.cache.misses
         finally:
-            engine.events.close()
+            engine.journal.events.close()
             engine.store.close()
 
     touched, candidate, reverified, calls = anyio.run(main)
@@ -196,9 +196,9 @@ def test_a_commit_without_evidence_makes_the_recheck_a_full_evaluation(tmp_path:
             _commit(engine, "tip: be concise", "c0")  # no evidence, like a revert
             touched = stale_touched(engine, WORLD.artifact.id, 0, 1)
             await recheck(engine, Candidate(diff, old, recheck=True), Outcome.RECHECK)
-            return touched, engine.counts["reverified"]
+            return touched, engine.journal.counts["reverified"]
         finally:
-            engine.events.close()
+            engine.journal.events.close()
             engine.store.close()
 
     assert anyio.run(main) == (None, 0)

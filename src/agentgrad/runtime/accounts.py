@@ -18,19 +18,25 @@ from agentgrad.store.kinds import EventKind
 STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: cancelling in-flight work takes 2-6 ms
 
 
-class Accounts(Recorder):
-    """Budgeted calls. State: the `meter`, the `caller` that runs user functions, and `held_out_amounts` (what
-    one held-out call reserves, from `Ledger.unhold`); the engine sets them up."""
+class Accounts:
+    """Budgeted calls: each call of a user function reserves its budget, is logged in `journal`, and settles.
 
-    meter: Ledger
-    caller: Caller
-    held_out_amounts: dict[str, float]
+    Args:
+        journal: the run's journal (event log, counters, call ids, clock).
+        meter: the budget ledger.
+        caller: runs the user's functions (threads, timeouts).
+    State: the meter, and `held_out_amounts` (what one held-out call reserves, from `Ledger.unhold`).
+    """
+
+    def __init__(self, journal: Recorder, meter: Ledger, caller: Caller) -> None:
+        self.journal, self.meter, self.caller = journal, meter, caller
+        self.held_out_amounts: dict[str, float] = {}
 
     def time_left(self) -> float:
         """Seconds until the loop must stop (inf when the wall time is unlimited): the wall-time budget less
         `STOP_GUARD` of it, the time cancelling the work in flight takes, so the loop ends within the budget."""
         limit = self.meter.budget.limit("wall_time")
-        return limit - min(STOP_GUARD, 0.02 * limit) - self.elapsed()
+        return limit - min(STOP_GUARD, 0.02 * limit) - self.journal.elapsed()
 
     def _amounts(self, kind: str) -> dict[str, float]:
         if kind == "test_evals":  # held-out calls draw on tokens and cost only, from the room set aside for them
@@ -43,9 +49,9 @@ class Accounts(Recorder):
         amounts = self._amounts(kind)
         if (kind != "test_evals" and self.time_left() <= 0) or not self.meter.reserve(amounts):
             raise OutOfBudget(kind)
-        call_id = self.calls
-        self.calls += 1
-        self.log_soon(EventKind.DISPATCH, {"call": call_id, "kind": kind, "reserved": amounts})
+        call_id = self.journal.calls
+        self.journal.calls += 1
+        self.journal.log_soon(EventKind.DISPATCH, {"call": call_id, "kind": kind, "reserved": amounts})
         return call_id, amounts
 
     def affordable(self, kind: str, calls: int) -> bool:
@@ -71,11 +77,11 @@ class Accounts(Recorder):
                 actual["calls"] = 1.0
             error, seconds = outcome.error, outcome.seconds
         self.meter.settle(reserved, actual)
-        self.log_soon(EventKind.DONE, {"call": call_id, "kind": kind, "task": subject, "actual": actual,
+        self.journal.log_soon(EventKind.DONE, {"call": call_id, "kind": kind, "task": subject, "actual": actual,
                                "error": error, "seconds": seconds})
-        if self.callbacks:
-            self.tell(EventKind.CALL, {"call": call_id, "stage": kind, "task": subject, "error": error,
-                               "seconds": seconds, "end": self.clock(), "tokens": actual.get("tokens", 0.0),
+        if self.journal.callbacks:
+            self.journal.tell(EventKind.CALL, {"call": call_id, "stage": kind, "task": subject, "error": error,
+                               "seconds": seconds, "end": self.journal.clock(), "tokens": actual.get("tokens", 0.0),
                                "cost": actual.get("cost", 0.0)})
 
     async def budgeted(self, kind: str, fn: Callable[..., Any], args: tuple[Any, ...], slots: Slots,

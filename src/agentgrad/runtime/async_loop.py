@@ -67,7 +67,7 @@ class _Feedback:
 
 def _starved(engine: Engine) -> bool:
     """True when nothing more could reach a verdict: the gate budget is spent, or rollouts bring nothing."""
-    meter = engine.meter
+    meter = engine.accounts.meter
     return meter.remaining("gate_evals") <= 0 or meter.remaining("calls") < 1 or engine.idle()
 
 
@@ -83,12 +83,12 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
         async with out:
             while True:
                 await throttle.turn(index)
-                if _starved(engine) or engine.meter.remaining("proposals") <= 0:  # else a rollout leads nowhere
+                if _starved(engine) or engine.accounts.meter.remaining("proposals") <= 0:  # a rollout leads nowhere
                     return
                 if not await engine.explore_turn(partial(_starved, engine)):  # the calls left are for judging
                     return
-                task = engine.pick_task(engine.counts["rollout_dispatch"], worker=index)
-                engine.counts["rollout_dispatch"] += 1
+                task = engine.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
+                engine.journal.counts["rollout_dispatch"] += 1
                 try:
                     rollout = await engine.rollout(name, snapshot, task, refresh=lag)
                     snapshot = rollout.snapshot
@@ -132,7 +132,7 @@ async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate |
         assert proposed is not None
         return await admit_and_evaluate(engine, proposed)
     except OutOfBudget:
-        engine.counts["unfinished_evaluations"] += 1
+        engine.journal.counts["unfinished_evaluations"] += 1
         return None
 
 
@@ -224,7 +224,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
     feedback = _Feedback(work)
     throttle = Throttle(w.rollout, enabled=w.adaptive)
     pools: list[Any] = []
-    with anyio.move_on_after(max(0.0, engine.time_left())):
+    with anyio.move_on_after(max(0.0, engine.accounts.time_left())):
         # The original stream ends close as soon as the clones are handed out; the group then waits for its tasks.
         async with anyio.create_task_group() as group, roll_send, roll_recv, cand_send, cand_recv:
             pools += [(_rollout_worker, engine, i, roll_send.clone(), throttle) for i in range(w.rollout)]
@@ -235,7 +235,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
                 group.start_soon(_gate_worker, engine, work, cand_send.clone(), feedback, throttle)
             group.start_soon(_aggregator, engine, cand_recv.clone(), feedback, promo_send)
             group.start_soon(_promoter, engine, promo_recv)
-    engine.counts.update({"rollout_workers_lowest": throttle.lowest, "rollout_worker_moves": throttle.moves})
+    engine.journal.counts.update({"rollout_workers_lowest": throttle.lowest, "rollout_worker_moves": throttle.moves})
 
 
 __all__ = ["run_async"]

@@ -22,6 +22,7 @@ from agentgrad.optim.aggregator import Aggregator, StepResult
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.schedules import delta_schedule
+from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.budget import Budget, Ledger
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
@@ -32,7 +33,7 @@ from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.pacing import Pacing
 from agentgrad.runtime.policy import ASYNC, SYNC
-from agentgrad.runtime.records import Proposed, Rollout, Snapshot, candidate_to_dict
+from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
 from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
@@ -60,25 +61,26 @@ class UserFunctions:
 class Engine(Pacing):
     """Shared stages of a run. Not thread-safe: used from one event loop.
 
-    State (besides the `Accounts`' meter and the `Recorder`'s log and counters): the aggregator, the score cache, the
-    duration estimator, the head snapshot, and `open`, the diffs without a final verdict in the store yet
-    (proposals not yet decided, candidates held for more evidence).
+    Collaborators, each with one job: `journal` (a `Recorder`: the event log, the counters, call ids and the clock),
+    `accounts` (budgeted calls and the budget meter), `gate` and `cache` (evidence and the score cache), `open`
+    (the diffs without a final verdict in the store yet) and `aggregator` (the optimizer); the rollout pacing is
+    the `Pacing` base. State of its own: the head snapshot, the noise estimate and what each commit touched.
     """
 
     def __init__(self, *, tasks: Mapping[str, Any], train: Sequence[str], val: Sequence[str], artifact: Artifact,
                  strategy: Strategy, user: UserFunctions, config: RunConfig, budget: Budget, store: SQLiteStore,
                  aggregator: Aggregator, clock: Callable[[], float], callbacks: Sequence[Callback] = (),
                  library: Library | None = None) -> None:
-        super().__init__(store.journal, clock, callbacks)  # the log shares the store's transactions (`unit`)
+        self.clock = clock
+        self.journal = Recorder(store.journal, clock, callbacks)  # shares the store's transactions (`unit`)
         self.tasks, self.train, self.val = tasks, list(train), list(val)
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
         self.library = library  # a library run: `artifact` packs these members (`agentgrad.core.library`)
         self.sections = SectionOwners.of(tasks, train, config.workers.rollout) if config.parallel == "sections" \
             else None
         self.store, self.aggregator = store, aggregator
-        self.meter = Ledger(budget)
-        self.caller = Caller(threads=config.workers.threads, timeout=config.timeout, clock=clock,
-                             inline_reward=config.inline_reward)
+        self.accounts = Accounts(self.journal, Ledger(budget), Caller(
+            threads=config.workers.threads, timeout=config.timeout, clock=clock, inline_reward=config.inline_reward))
         self.run_slots = Slots(config.workers.run_slots)
         self.propose_slots = Slots(config.workers.propose)
         self.estimator = DurationEstimator()
@@ -96,8 +98,7 @@ class Engine(Pacing):
                          noise=lambda: self.noise)
         self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
         self.watch = NoiseWatch(self.gate.far, lambda text, task: self.cache.scores.get((content_hash(text), task)))
-        self.health = RunHealth(config.workers.run_slots, self.counts)
-        self.held_out_amounts: dict[str, float] = {}  # what one held-out call reserves (`Ledger.unhold`)
+        self.health = RunHealth(config.workers.run_slots, self.journal.counts)
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
         self.open = OpenDiffs()
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
@@ -116,12 +117,12 @@ class Engine(Pacing):
         task = self.tasks[task_id]
         args = (self.strategy.render(text) if late is None else "", task)  # with `late`, replaced by its result
         lazy = None if late is None else (lambda: (self.strategy.render(late()), task))
-        outcome = await self.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True,
+        outcome = await self.accounts.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True,
                                       late=lazy, patience=patience)
         if outcome.straggler:
             return outcome
         if self.estimator.observe(task_id, outcome.seconds):
-            self.counts["stragglers"] += 1
+            self.journal.counts["stragglers"] += 1
         self.health.observe(None if outcome.ok else str(outcome.error))
         return outcome
 
@@ -135,19 +136,19 @@ class Engine(Pacing):
         if not self.policy.hedge or not self.config.hedge or expected <= 0:
             return await self.call_run(kind, text, task_id, late=late)
         # a slow rollout holds nothing back until the end of a run, and cutting one off wastes it: far more patience
-        patient = kind == "rollouts" or self.meter.budget.calls is not None
+        patient = kind == "rollouts" or self.accounts.meter.budget.calls is not None
         patience = self.config.hedge * expected * (ROLLOUT_PATIENCE if patient else 1.0)
         outcome = await self.call_run(kind, text, task_id, late=late, patience=patience)
         if not outcome.straggler:
             return outcome
-        self.counts["hedged_calls"] += 1
+        self.journal.counts["hedged_calls"] += 1
         return await self.call_run(kind, text, task_id, late=late)
 
     async def _score_uncached(self, text: str, task_id: str) -> float:
         outcome = await self.hedged_run("gate_evals", text, task_id)
         score = 0.0
         if outcome.ok:
-            score = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
+            score = await self.accounts.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
             if isinstance(outcome.value, str):
                 self.cache.put_output(text, task_id, outcome.value)
         self.watch.scored(text, task_id, score)
@@ -158,10 +159,10 @@ class Engine(Pacing):
         """True when the rollout budget is unlimited and two epochs of rollouts brought nothing to the gate (the
         run then stops instead of spinning until another budget runs out; logged once as an "idle" event)."""
         threshold = max(2 * len(self.train), 2 * self.config.workers.rollout)
-        idle = self.meter.budget.rollouts is None and self.counts["idle_rollouts"] >= threshold
-        if idle and not self.counts["idle_stops"]:
-            self.counts["idle_stops"] += 1
-            self.emit(EventKind.IDLE, {"rollouts_without_a_proposal": self.counts["idle_rollouts"]})
+        idle = self.accounts.meter.budget.rollouts is None and self.journal.counts["idle_rollouts"] >= threshold
+        if idle and not self.journal.counts["idle_stops"]:
+            self.journal.counts["idle_stops"] += 1
+            self.journal.emit(EventKind.IDLE, {"rollouts_without_a_proposal": self.journal.counts["idle_rollouts"]})
         return idle
 
     async def rollout(self, worker: str, snapshot: Snapshot, task_id: str,
@@ -187,13 +188,13 @@ class Engine(Pacing):
         snapshot = used[0]
         reward = 0.0
         if outcome.ok:
-            reward = await self.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
+            reward = await self.accounts.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
         self.cache.put(snapshot.text, task_id, reward)
         self.watch.scored(snapshot.text, task_id, reward)
-        self.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
+        self.journal.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
                                           "worker": worker})
-        self.counts["rollouts"] += 1
-        self.counts["idle_rollouts"] += 1
+        self.journal.counts["rollouts"] += 1
+        self.journal.counts["idle_rollouts"] += 1
         return Rollout(worker, task_id, snapshot, outcome.value if outcome.ok else None, reward, outcome.error)
 
     async def propose(self, rollout: Rollout) -> Proposed | None:
@@ -202,12 +203,13 @@ class Engine(Pacing):
         The diff's id is ``p`` and the number of the propose call, unique in the run directory across resumes.
         """
         if rollout.reward >= 1.0:
-            self.counts["passed_rollouts"] += 1
+            self.journal.counts["passed_rollouts"] += 1
             return None
         args = (self.strategy.render(rollout.snapshot.text), self.tasks[rollout.task_id], rollout.output,
                 rollout.reward)
-        diff_id = f"p{self.calls:06d}"  # the id of the call `budgeted` reserves next: unique across resumes
-        outcome = await self.budgeted("proposals", self.user.propose, args, self.propose_slots, rollout.task_id)
+        diff_id = f"p{self.journal.calls:06d}"  # the id of the call `budgeted` reserves next: unique across resumes
+        outcome = await self.accounts.budgeted("proposals", self.user.propose, args, self.propose_slots,
+                                               rollout.task_id)
         about = {"task": rollout.task_id, "worker": rollout.worker}
         diff = self.diff_from(outcome, rollout.snapshot, diff_id, rollout.worker, f"from task {rollout.task_id}",
                               about)
@@ -253,14 +255,14 @@ class Engine(Pacing):
             self._proposal_failed("in_flight_duplicates", about, f"the same change is already being evaluated as "
                                                                  f"{twin}")
             return False
-        self.counts["proposals"] += 1
-        self.counts["idle_rollouts"] = 0
+        self.journal.counts["proposals"] += 1
+        self.journal.counts["idle_rollouts"] = 0
         self.hold_open([diff])
-        self.emit(EventKind.PROPOSAL, {"diff": diff.to_dict(), **about})
+        self.journal.emit(EventKind.PROPOSAL, {"diff": diff.to_dict(), **about})
         region = self.config.trust_region
         too_large = region.outside(diff)
         if too_large is not None:
-            self.counts["too_large"] += 1
+            self.journal.counts["too_large"] += 1
             self.record_verdict(diff, Evidence(()), Outcome.TOO_LARGE, "trust_region",
                                 "outside the trust region: " + too_large, region.numbers(diff))
         return too_large is None
@@ -273,13 +275,13 @@ class Engine(Pacing):
         """A diff got its final verdict: it is no longer open."""
         self.forget_origin(diff_id)
         if self.open.drop(diff_id) is not None:
-            self.counts["judged"] += 1
+            self.journal.counts["judged"] += 1
             self.settled()
 
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
-        self.counts[counter] += 1
+        self.journal.counts[counter] += 1
         safe = error[:300].encode("utf-8", "backslashreplace").decode("utf-8")
-        self.emit(EventKind.PROPOSAL_FAILED, {"kind": counter, **about, "error": safe})
+        self.journal.emit(EventKind.PROPOSAL_FAILED, {"kind": counter, **about, "error": safe})
 
     # -- the gate --------------------------------------------------------------------------------------------
     async def evaluate(self, proposed: Proposed, *, full: bool = False) -> Candidate | None:
@@ -292,7 +294,7 @@ class Engine(Pacing):
             if not passed:
                 evidence = Evidence.paired({origin.task_id: origin.reward}, {origin.task_id: score},
                                            base_version=base.version)
-                self.counts["screened_out"] += 1
+                self.journal.counts["screened_out"] += 1
                 self.parking.offer([diff])  # a possible context for replications (`runtime.parking`)
                 self.record_verdict(diff, evidence, Outcome.REJECTED, "gate",
                                     "screened out: it does not beat the base on the task it was proposed for",
@@ -302,7 +304,7 @@ class Engine(Pacing):
                                             delta=self.look_delta(base.version, 1), full=full,
                                             windowed=self.policy.windowed,
                                             origin=None if origin is None else origin.task_id)
-        self.counts["gated"] += 1
+        self.journal.counts["gated"] += 1
         return Candidate(diff, evidence, origin=None if origin is None else origin.task_id)
 
     def look_delta(self, version: int, look: int) -> float:
@@ -313,9 +315,9 @@ class Engine(Pacing):
                        numbers: Mapping[str, float] | None = None) -> Decision:
         """Record a verdict reached outside the aggregator (gate screen, stale before evaluation, unfinished)."""
         decision = Decision(diff.id, diff.artifact_id, outcome, stage, reason, dict(numbers or {}), fingerprint(diff))
-        with self.unit():  # the verdict and its event: one transaction
+        with self.journal.unit():  # the verdict and its event: one transaction
             self.store.record(diff, evidence, decision)
-            self.emit(EventKind.DECISION, decision.to_dict())
+            self.journal.emit(EventKind.DECISION, decision.to_dict())
         self.aggregator.observe([decision], self.context())
         self.drop_open(diff.id)
         return decision
@@ -337,21 +339,21 @@ class Engine(Pacing):
             texts = unpack(self.head.text)
             heads.update({m.id: Head(self.head.version, texts[m.id], m.layer or Layer.L2, m.kind)
                           for m in self.library})
-        return Context(heads, now=self.elapsed(), noise=self.noise)
+        return Context(heads, now=self.journal.elapsed(), noise=self.noise)
 
     def aggregate(self, candidates: Sequence[Candidate]) -> StepResult:
         """One optimizer step on `candidates`, committed; its inputs are logged first, for resume and replay."""
         started = self.clock()
-        with self.unit():  # its inputs, commits, verdicts, events and checkpoint: one transaction
+        with self.journal.unit():  # its inputs, commits, verdicts, events and checkpoint: one transaction
             result = self._step(candidates)
-        self.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
+        self.journal.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
         return result
 
     def _step(self, candidates: Sequence[Candidate]) -> StepResult:
         ctx = self.context()
-        step = self.steps
-        self.in_step = True
-        self.emit(EventKind.STEP, {"step": step, "now": ctx.now, "head": self.head.version,
+        step = self.journal.steps
+        self.journal.in_step = True
+        self.journal.emit(EventKind.STEP, {"step": step, "now": ctx.now, "head": self.head.version,
                            "head_hash": content_hash(self.head.text), "noise": self.noise.to_dict(),
                            "candidates": [candidate_to_dict(c) for c in candidates]})
         result = self.aggregator.step(candidates, ctx)
@@ -375,30 +377,31 @@ class Engine(Pacing):
         held = [{"candidate": candidate_to_dict(c), "outcome": result.decision_for(c.diff.id).outcome.value}
                 for c in result.held]
         rows.append((EventKind.STEP_DONE, {"step": step, "held": held, "versions": [v.number for v in versions]}))
-        self.emit_many(rows)
+        self.journal.emit_many(rows)
         final = {d.diff_id for d in result.decisions if d.outcome.final}
         self.noise = self.watch.flush(self.noise.added(c.evidence for c in candidates if c.diff.id in final))
         for decision in result.decisions:
-            self.counts[f"decision_{decision.outcome.value}"] += 1
+            self.journal.counts[f"decision_{decision.outcome.value}"] += 1
             self.drop_open(decision.diff_id)
         self.hold_open([c.diff for c in result.held])  # the store keeps only final verdicts
-        self.steps = step + 1
+        self.journal.steps = step + 1
         for version in versions:
             if self.config.promote_every > 0 and self.promotion.observe_accepted(version.artifact_id):
                 self.promotion_due = True
-        self.in_step = False
+        self.journal.in_step = False
         self.checkpoint()
 
     def checkpoint(self, wall_time: float | None = None) -> None:
         """Write the resumable state (`state_dict`; the elapsed time, or `wall_time` when given), unless a step
         is half done (a step writes its checkpoint in its own transaction, when it is whole)."""
-        if not self.in_step:
-            self.events.put(CHECKPOINT, self.state_dict(wall_time))
+        if not self.journal.in_step:
+            self.journal.events.put(CHECKPOINT, self.state_dict(wall_time))
 
     def state_dict(self, wall_time: float | None = None) -> dict[str, Any]:
         """The run's resumable state, one `RunState` (its collaborators' state dicts and the journal's counters)."""
-        return RunState(self.steps, self.events.last_seq(), self.calls,
-                        self.elapsed() if wall_time is None else wall_time, dict(self.counts), self.promotion_due,
+        journal = self.journal
+        return RunState(journal.steps, journal.events.last_seq(), journal.calls,
+                        journal.elapsed() if wall_time is None else wall_time, dict(journal.counts), self.promotion_due,
                         self.aggregator.state_dict(), self.estimator.state_dict(), self.promotion.state_dict(),
                         self.noise.to_dict()).to_dict()
 
@@ -411,7 +414,7 @@ class Engine(Pacing):
         self.estimator.load_state_dict(state.estimator)
         self.promotion.load_state_dict(state.promotion)
         self.noise, self.promotion_due = noise, state.promotion_due
-        self.counts.clear()
-        self.counts.update(state.counts)
-        self.steps, self.wall_before, self.calls = state.step, state.wall_time, state.calls
+        self.journal.counts.clear()
+        self.journal.counts.update(state.counts)
+        self.journal.steps, self.journal.wall_before, self.journal.calls = state.step, state.wall_time, state.calls
         return state.seq

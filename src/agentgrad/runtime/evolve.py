@@ -242,10 +242,10 @@ async def _locked(splits: Splits, start: Artifact | Library, strategy: Strategy,
     except BaseException:
         store.close()
         raise
-    engine.meter.used["wall_time"] = engine.elapsed()  # the loop's time; closing its books below is not part of it
+    engine.accounts.meter.used["wall_time"] = engine.journal.elapsed()  # the loop's time, not closing its books
     engine.close_open("not decided: the run ended (budget, time or an error) before its evaluation finished; "
                       "a resumed run evaluates it again")
-    engine.checkpoint(wall_time=engine.meter.used["wall_time"])
+    engine.checkpoint(wall_time=engine.accounts.meter.used["wall_time"])
     return await _finish(engine, splits, artifact, run_dir, error)
 
 
@@ -253,25 +253,25 @@ async def _loop(engine: Engine, resuming: bool, *, held_out_calls: int) -> Agent
     """Restore (when resuming), set aside the token and cost bound of the held-out calls, and run the loop; the
     agentgrad error that stopped it, if any (logged)."""
     try:
-        engine.tell(EventKind.STARTED, {"run_dir": str(engine.store.run_dir), "artifact": engine.artifact.id,
+        engine.journal.tell(EventKind.STARTED, {"run_dir": str(engine.store.run_dir), "artifact": engine.artifact.id,
                                 "resuming": resuming, "config": engine.config.describe(),
-                                "budget": engine.meter.budget.to_dict(),
+                                "budget": engine.accounts.meter.budget.to_dict(),
                                 "splits": {"train": len(engine.train), "val": len(engine.val)}})
         pending = restore(engine) if resuming else []
         if resuming:
-            engine.emit(EventKind.RESUMED, {"steps": engine.steps, "used": engine.meter.used,
+            engine.journal.emit(EventKind.RESUMED, {"steps": engine.journal.steps, "used": engine.accounts.meter.used,
                                             "in_flight": len(pending)})
-        engine.held_out_affordable = not held_out_calls or engine.meter.hold(held_out_calls)
+        engine.held_out_affordable = not held_out_calls or engine.accounts.meter.hold(held_out_calls)
         if not engine.held_out_affordable:
             log.warning("the token or cost budget cannot set aside the held-out evaluation (%d calls at the "
                         "per-call bound); the held-out reward will not be measured", held_out_calls)
-        async with engine.group_commit():
+        async with engine.journal.group_commit():
             await (run_async(engine, pending) if engine.config.asynchronous else run_sync(engine, pending))
         engine.health.at_end()
     except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
         error = systemic(exc)
         log.error("agentgrad run in %s failed: %s: %s", engine.store.run_dir, type(error).__name__, error)
-        engine.emit(EventKind.FAILED, {"error": f"{type(error).__name__}: {error}"})
+        engine.journal.emit(EventKind.FAILED, {"error": f"{type(error).__name__}: {error}"})
         return error
     return None
 
@@ -286,12 +286,13 @@ async def held_out(engine: Engine, text: str, task_ids: Sequence[str]) -> float 
     async def one(task_id: str) -> None:
         task = engine.tasks[task_id]
         try:
-            outcome = await engine.budgeted("test_evals", engine.user.run, (engine.strategy.render(text), task),
-                                            engine.run_slots, task_id, text_result=True)
+            outcome = await engine.accounts.budgeted("test_evals", engine.user.run,
+                                                     (engine.strategy.render(text), task), engine.run_slots, task_id,
+                                                     text_result=True)
         except OutOfBudget:
             return  # the mean below would be over fewer tasks: refused there
-        engine.counts["test_evals"] += 1
-        scores[task_id] = 0.0 if not outcome.ok else await engine.caller.reward(
+        engine.journal.counts["test_evals"] += 1
+        scores[task_id] = 0.0 if not outcome.ok else await engine.accounts.caller.reward(
             engine.user.reward, task, task_id, outcome.value)
 
     async with anyio.create_task_group() as group:
@@ -306,10 +307,10 @@ async def _held_out_pair(engine: Engine, start: str, final: str, test_ids: Seque
         float | None, float | None, str]:
     """Held-out rewards of the starting and the learned text (scored once when they are equal), and a note for
     the protocol when they could not be measured."""
-    engine.held_out_amounts = engine.meter.unhold(len(test_ids) * (1 if final == start else 2))
+    engine.accounts.held_out_amounts = engine.accounts.meter.unhold(len(test_ids) * (1 if final == start else 2))
     if not engine.held_out_affordable:
         return None, None, "; the token or cost budget could not cover the held-out evaluation: not measured"
-    engine.tell(EventKind.HELD_OUT, {"tasks": len(test_ids), "texts": 1 if final == start else 2})
+    engine.journal.tell(EventKind.HELD_OUT, {"tasks": len(test_ids), "texts": 1 if final == start else 2})
     texts = [start] if final == start else [start, final]
     means: dict[str, float | None] = {}
 
@@ -345,20 +346,20 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
             baseline, learned, note = await _held_out_pair(engine, artifact.text, final.text, test_ids)
         except Exception as exc:  # noqa: BLE001 - systemic() re-raises anything that is not an agentgrad error
             error, baseline, learned = systemic(exc), None, None
-    used = engine.meter.used
-    engine.counts.update(futile_stops=engine.gate.futile_stops, tasks_carried=engine.gate.tasks_carried,
-                         over_bound_calls=engine.meter.over_bound)
+    used = engine.accounts.meter.used
+    engine.journal.counts.update(futile_stops=engine.gate.futile_stops, tasks_carried=engine.gate.tasks_carried,
+                         over_bound_calls=engine.accounts.meter.over_bound)
     usage = RunUsage(int(used["rollouts"]), int(used["proposals"]), int(used["gate_evals"]),
-                     engine.counts["test_evals"], int(used["tokens"]), used["cost"], used["wall_time"],
+                     engine.journal.counts["test_evals"], int(used["tokens"]), used["cost"], used["wall_time"],
                      engine.cache.hits, engine.gate.tasks_skipped, engine.clock() - started)
     protocol = splits.protocol + ("" if test_ids else "; no test split: the held-out reward is not reported") + note
     if error is not None and test_ids:
         protocol += "; the run failed: the held-out reward was not measured"
     members = list(unpack(final.text)) if final.kind is Kind.LIBRARY else [artifact.id]
     result = Result(final, _readable(engine.strategy.render(final.text)), learned, baseline, protocol,
-                    tuple(store.history(artifact.id)), usage, dict(engine.counts),
-                    tuple(store.decisions(artifact_id=artifact.id)), run_dir, error, engine.meter.budget,
+                    tuple(store.history(artifact.id)), usage, dict(engine.journal.counts),
+                    tuple(store.decisions(artifact_id=artifact.id)), run_dir, error, engine.accounts.meter.budget,
                     {m: store.artifact(m) for m in members}, {m: tuple(store.history(m)) for m in members})
-    engine.emit(EventKind.FINISHED, {"ok": result.ok, "test_reward": learned, "baseline": baseline})
+    engine.journal.emit(EventKind.FINISHED, {"ok": result.ok, "test_reward": learned, "baseline": baseline})
     store.close()  # writes the journal's deferred events, catches the git mirror up
     return result

@@ -23,7 +23,7 @@ from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.policy import LoopPolicy
-from agentgrad.runtime.records import Rollout, Snapshot
+from agentgrad.runtime.records import Recorder, Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.runtime.sections import SectionOwners
@@ -34,13 +34,16 @@ BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gat
 STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening meanwhile starts anyway
 
 
-class Pacing(Accounts):
+class Pacing:
     """Rollout pacing. State (`init_pacing`): `exploring`, the rollouts in flight, and `rolling`, their tasks;
     `origins`, the origin task of each open proposal; `parking`, the candidates waiting to replicate; the epoch
     order of the training tasks; and an event set when a diff gets its final verdict (`settled`). The engine keeps
     `open`, the diffs without a final verdict."""
 
     config: RunConfig
+    journal: Recorder
+    accounts: Accounts
+    clock: Callable[[], float]
     estimator: DurationEstimator
     gate: Any
     open: OpenDiffs
@@ -146,10 +149,10 @@ class Pacing(Accounts):
         if kept is None:
             return None
         reward, output = kept
-        self.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
+        self.journal.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
                                           "worker": worker, "reused": True})
-        self.counts["reused_rollouts"] += 1
-        self.counts["idle_rollouts"] += 1
+        self.journal.counts["reused_rollouts"] += 1
+        self.journal.counts["idle_rollouts"] += 1
         return Rollout(worker, task_id, snapshot, output, reward, None)
 
     def settled(self) -> None:
@@ -162,7 +165,7 @@ class Pacing(Accounts):
         """True if one more rollout (beside `extra` about to start) fits the division of `Budget.calls` between
         exploring and judging (`runtime.split`), and the gate is not behind (fewer than `BACKLOG` times its workers
         of proposals waiting or on their way); always True when calls are not limited."""
-        if self.meter.budget.calls is None:
+        if self.accounts.meter.budget.calls is None:
             return True
         queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
         if queued + self.exploring + extra >= BACKLOG * self.config.workers.gate:
@@ -172,10 +175,10 @@ class Pacing(Accounts):
             busy, solved = self._busy(), self._solver()
             if all(t in busy or solved(t) for t in self.train):
                 return False  # every open task is being worked on: a verdict will free one (or show it solved)
-        rollouts = self.counts["rollouts"] + self.counts["reused_rollouts"]
-        figures = SplitFigures(rollouts, self.counts["proposals"], self.counts["judged"],
-                               self.meter.used["gate_evals"], self.gate.prior_cost())
-        return may_explore(figures, calls_left=self.meter.remaining("calls"), waiting=queued,
+        rollouts = self.journal.counts["rollouts"] + self.journal.counts["reused_rollouts"]
+        figures = SplitFigures(rollouts, self.journal.counts["proposals"], self.journal.counts["judged"],
+                               self.accounts.meter.used["gate_evals"], self.gate.prior_cost())
+        return may_explore(figures, calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra)
 
     async def explore_turn(self, starved: Callable[[], bool] = lambda: False) -> bool:
@@ -183,16 +186,16 @@ class Pacing(Accounts):
         False once no call is left at all, or `starved()` says nothing more could reach a verdict. After
         `STUCK_WAITS` waits in which no call was made and no verdict given, the rollout starts anyway: a wait that
         nothing can end would hold the run forever."""
-        seen, still = (self.calls, self.counts["judged"]), 0
+        seen, still = (self.journal.calls, self.journal.counts["judged"]), 0
         while not self.explore_allowed():
-            if self.meter.remaining("calls") < 1 or starved():
+            if self.accounts.meter.remaining("calls") < 1 or starved():
                 return False
-            now = (self.calls, self.counts["judged"])
+            now = (self.journal.calls, self.journal.counts["judged"])
             still, seen = (still + 1, seen) if now == seen else (0, now)
             if still >= STUCK_WAITS:
-                self.counts["explore_unstuck"] += 1
+                self.journal.counts["explore_unstuck"] += 1
                 return True
-            self.counts["explore_waits"] += 1
+            self.journal.counts["explore_waits"] += 1
             if self._settled is None:
                 self._settled = anyio.Event()
             with anyio.move_on_after(max(0.005, 4 * self.estimator.overall)):

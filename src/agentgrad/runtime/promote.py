@@ -89,7 +89,8 @@ async def maybe_promote(engine: Engine) -> bool:
     try:
         scores = await engine.gate.score_pairs((dev.text, stable.text), engine.val)
     except OutOfBudget:
-        engine.emit(EventKind.PROMOTION, {"dev": dev.number, "stable": stable.number, "outcome": "no budget left"})
+        engine.journal.emit(EventKind.PROMOTION, {"dev": dev.number, "stable": stable.number,
+                                                  "outcome": "no budget left"})
         return False
     check = Check(dev.number, stable.number, sum(d for d, _ in scores.values()) / len(scores),
                   sum(s for _, s in scores.values()) / len(scores))
@@ -97,13 +98,14 @@ async def maybe_promote(engine: Engine) -> bool:
     engine.promotion.confirm(passed)
     about = {"dev": dev.number, "stable": stable.number, "dev_val": check.dev_val, "stable_val": check.stable_val}
     if passed:
-        with engine.unit():  # the stable move and its event: one transaction
+        with engine.journal.unit():  # the stable move and its event: one transaction
             engine.store.promote_to({artifact_id: dev.number})
-            engine.emit(EventKind.PROMOTION, {**about, "outcome": "promoted"})
+            engine.journal.emit(EventKind.PROMOTION, {**about, "outcome": "promoted"})
         return True
     reverted, complete = await revert_harmful(engine, dev, check, scores)
-    engine.emit(EventKind.PROMOTION, {**about, "outcome": "kept stable", "reverted": [v.number for v in reverted],
-                              "attribution": "done" if complete else "no budget left"})
+    engine.journal.emit(EventKind.PROMOTION, {**about, "outcome": "kept stable",
+                                              "reverted": [v.number for v in reverted],
+                                              "attribution": "done" if complete else "no budget left"})
     return False
 
 
@@ -172,7 +174,7 @@ def revert(engine: Engine, loo: LeaveOneOut, check: Check) -> Version | None:
     about = {"diff": loo.original.id, "version": loo.version, "head": head.number}
     moved = rebase(loo.inverse, head.text, head.number)
     if isinstance(moved, Conflict) or not moved.ops:
-        engine.emit(EventKind.REVERT, {**about, "outcome": "does not rebase onto the head"})
+        engine.journal.emit(EventKind.REVERT, {**about, "outcome": "does not rebase onto the head"})
         return None
     reason = _reason(loo, check)
     numbers = {"dev_version": check.dev, "stable_version": check.stable, "dev_val": check.dev_val,
@@ -181,13 +183,13 @@ def revert(engine: Engine, loo: LeaveOneOut, check: Check) -> Version | None:
     inverse = Diff(artifact_id, head.number, moved.ops, author=loo.original.author,
                    rationale=f"revert {loo.original.id}: {reason}")
     try:
-        with engine.unit():  # the revert commit, both verdicts and the events: one transaction
+        with engine.journal.unit():  # the revert commit, both verdicts and the events: one transaction
             version = engine.store.revert_commit(loo.original.id, inverse, reason=reason, numbers=numbers,
                                                  expected=head.number)
             _note(engine, loo.original, inverse, version, {**about, "outcome": "reverted", "reason": reason,
                                                            **numbers})
     except StaleHeadError:
-        engine.emit(EventKind.REVERT, {**about, "outcome": "dev moved meanwhile"})
+        engine.journal.emit(EventKind.REVERT, {**about, "outcome": "dev moved meanwhile"})
         return None
     return version
 
@@ -196,10 +198,10 @@ def _note(engine: Engine, original: Diff, inverse: Diff, version: Version, about
     """Move the engine onto a revert commit and log it: both verdicts, the commit and a "revert" event."""
     engine.head = Snapshot(version.number, version.text)
     engine.touched[version.number] = None  # a revert carries no evidence: re-checks across it start afresh
-    engine.counts["reverted"] += 1
+    engine.journal.counts["reverted"] += 1
     verdicts = [engine.store.decisions(diff_id=original.id)[-1], engine.store.decisions(diff_id=inverse.id)[-1]]
     engine.aggregator.observe(verdicts, engine.context())
-    engine.emit_many([*((EventKind.DECISION, d.to_dict()) for d in verdicts),
+    engine.journal.emit_many([*((EventKind.DECISION, d.to_dict()) for d in verdicts),
                       (EventKind.COMMIT, {"artifact": version.artifact_id, "version": version.number,
                                           "diff": inverse.id}),
                       (EventKind.REVERT, {**about, "revert_version": version.number, "revert_diff": inverse.id})])

@@ -74,8 +74,8 @@ async def replicate(engine: Engine, proposed: Proposed, candidate: Candidate,
     replica = replica_id(origin, context)
     scores[replica] = (await engine.gate.score_pairs((context, cand_context), [origin]))[origin]
     pairs = {r.task_id: (r.base, r.candidate) for r in old.rows} | scores
-    engine.counts["replications"] += 1
-    engine.counts["sibling_replications"] += sibling is not None
+    engine.journal.counts["replications"] += 1
+    engine.journal.counts["sibling_replications"] += sibling is not None
     evidence = Evidence.paired({t: b for t, (b, _) in pairs.items()}, {t: c for t, (_, c) in pairs.items()},
                                base_version=base.version, full=old.full, focus=old.focus, far=old.far,
                                calibrated=old.calibrated, replicas=(*old.replicas, replica))

@@ -81,15 +81,16 @@ def restore(engine: Engine) -> Work:
     A step's events, commits, verdicts and checkpoint were written in one transaction (`Engine.aggregate`), so
     the checkpoint covers every step in the log; after it come only verdicts reached outside a step (the gate's),
     which are observed again in order."""
-    events = engine.events
-    engine.meter.load_state_dict(meter_from_events(events))
+    events = engine.journal.events
+    engine.accounts.meter.load_state_dict(meter_from_events(events))
     checkpoint = events.get(CHECKPOINT)
     after = 0 if checkpoint is None else engine.load_state_dict(checkpoint)
-    engine.calls = max(engine.calls, events.count(EventKind.DISPATCH))  # calls made after the checkpoint too
+    # calls made after the checkpoint too
+    engine.journal.calls = max(engine.journal.calls, events.count(EventKind.DISPATCH))
     noted = events.get(WALL)  # written while the loop ran: later than the checkpoint if the process was killed
     if noted is not None:
-        engine.wall_before = max(engine.wall_before, float(noted["wall_time"]))
-    engine.meter.used["wall_time"] = engine.wall_before
+        engine.journal.wall_before = max(engine.journal.wall_before, float(noted["wall_time"]))
+    engine.accounts.meter.used["wall_time"] = engine.journal.wall_before
     for event in events.read([EventKind.STEP, EventKind.DECISION], after=after):
         if event.kind == EventKind.STEP or _is_step_verdict(event):
             raise StateDictError(f"{engine.store.run_dir}: step {event.payload['step']} is in the log after the "
@@ -106,7 +107,7 @@ def _in_flight(engine: Engine) -> Work:
     """Proposals and held candidates without a final verdict, in log order (a verdict and its event were written
     together, so the log alone tells)."""
     pending: dict[str, tuple[Candidate, Outcome]] = {}
-    for event in engine.events.read([EventKind.PROPOSAL, EventKind.DECISION, EventKind.STEP_DONE]):
+    for event in engine.journal.events.read([EventKind.PROPOSAL, EventKind.DECISION, EventKind.STEP_DONE]):
         if event.kind == EventKind.PROPOSAL:
             diff = Diff.from_dict(event.payload["diff"])
             pending[diff.id] = (Candidate(diff, Evidence(())), Outcome.RECHECK)

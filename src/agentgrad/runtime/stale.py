@@ -41,7 +41,7 @@ def reanchor(engine: Engine, proposed: Proposed) -> Proposed | Decision:
     alpha = None if staleness.policy is StalePolicy.KEEP else staleness.alpha_max
     moved = move_to_head(proposed.diff, head.text, head.version, alpha)  # the one staleness rule (`optim`)
     if isinstance(moved, Diff):
-        engine.counts["rebased_before_gate"] += 1
+        engine.journal.counts["rebased_before_gate"] += 1
         return Proposed(moved, head, proposed.origin)
     outcome, reason = moved
     why = reason if outcome is Outcome.DUPLICATE else f"stale before evaluation: {reason}"
@@ -74,15 +74,15 @@ async def repair(engine: Engine, diff: Diff) -> Proposed | None:
         return None
     head = engine.head
     try:
-        outcome = await engine.budgeted("proposals", engine.user.repair, (diff.to_dict(), head.text),
+        outcome = await engine.accounts.budgeted("proposals", engine.user.repair, (diff.to_dict(), head.text),
                                         engine.propose_slots, diff.id)
     except OutOfBudget:
-        engine.counts["repairs_unaffordable"] += 1
+        engine.journal.counts["repairs_unaffordable"] += 1
         return None
-    engine.counts["repairs"] += 1
+    engine.journal.counts["repairs"] += 1
     about = {"task": None, "worker": diff.author, "repair_of": diff.id}
     repaired = engine.diff_from(outcome, head, diff.id + REPAIR_SUFFIX, diff.author, f"repair of {diff.id}", about)
-    engine.emit(EventKind.REPAIR, {"diff": diff.id, "repaired": None if repaired is None else repaired.id,
+    engine.journal.emit(EventKind.REPAIR, {"diff": diff.id, "repaired": None if repaired is None else repaired.id,
                            "head": head.version, "error": outcome.error})
     return None if repaired is None else Proposed(repaired, head, None)
 
@@ -106,7 +106,7 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     proposed = await admit(engine, Proposed(diff, base, None))
     if proposed is None:
         return None
-    engine.counts["rechecks"] += 1
+    engine.journal.counts["rechecks"] += 1
     if outcome is Outcome.FULL_CHECK:
         return await engine.evaluate(proposed, full=True)
     if outcome is Outcome.EXTEND and not candidate.replicate and _focus_exhausted(engine, proposed, candidate):
@@ -118,7 +118,7 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
         return await replicate(engine, proposed, candidate, changed)
     looks = candidate.looks + (outcome is Outcome.EXTEND)
     if outcome is Outcome.EXTEND:
-        engine.counts["extended"] += 1
+        engine.journal.counts["extended"] += 1
     return await reverify(engine, proposed, candidate.evidence, looks=looks, origin=candidate.origin)
 
 
@@ -149,7 +149,7 @@ async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: 
     evidence = await engine.gate.reverify(diff.id, texts, base.version, old, changed,
                                           delta=engine.look_delta(base.version, looks),
                                           windowed=engine.policy.windowed, looks=looks, origin=origin)
-    engine.counts["reverified"] += 1
+    engine.journal.counts["reverified"] += 1
     return Candidate(diff, evidence, looks=looks, origin=origin)
 
 

@@ -66,7 +66,7 @@ def start_order(engine: Engine, task_ids: Sequence[str]) -> list[int]:
 
 def _affordable(engine: Engine, kind: str, wanted: int) -> int:
     """How many of `wanted` calls of `kind` fit in the budgets (so the last units go to the first workers)."""
-    while wanted > 0 and not engine.affordable(kind, wanted):
+    while wanted > 0 and not engine.accounts.affordable(kind, wanted):
         wanted -= 1
     return wanted
 
@@ -84,7 +84,7 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
                              limit=workers.rollout, order=start_order(engine, tasks))
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]
-    engine.counts["passed_rollouts"] += sum(1 for r in rollouts if r is not None and r.reward >= 1.0)
+    engine.journal.counts["passed_rollouts"] += sum(1 for r in rollouts if r is not None and r.reward >= 1.0)
     k = _affordable(engine, "proposals", len(failing))
     proposed = await _gather([partial(engine.propose, r) for r in failing[:k]], limit=workers.propose)
     todo: list[Callable[[], Awaitable[Candidate | None]]] = [partial(recheck, engine, c, o) for c, o in held]
@@ -101,20 +101,20 @@ async def _gate_in_waves(engine: Engine, todo: Sequence[Callable[[], Awaitable[C
     plan = engine.config.gate.max_examples
     per_candidate = 1 + 2 * (len(engine.gate.pool) if plan is None else min(plan, len(engine.gate.pool)))
     most = engine.config.workers.gate
-    if engine.affordable("gate_evals", per_candidate * len(todo)):
+    if engine.accounts.affordable("gate_evals", per_candidate * len(todo)):
         return await _gather(todo, limit=most)
     out: list[Candidate | None] = []
     while len(out) < len(todo):
         wave = min(most, len(todo) - len(out))
-        while wave > 1 and not engine.affordable("gate_evals", per_candidate * wave):
+        while wave > 1 and not engine.accounts.affordable("gate_evals", per_candidate * wave):
             wave -= 1
         out += await _gather(todo[len(out):len(out) + wave], limit=wave)
     return out
 
 
 def _can_continue(engine: Engine, held: int) -> bool:
-    exhausted = engine.meter.exhausted()
-    if engine.time_left() <= 0 or "gate_evals" in exhausted or "calls" in exhausted:
+    exhausted = engine.accounts.meter.exhausted()
+    if engine.accounts.time_left() <= 0 or "gate_evals" in exhausted or "calls" in exhausted:
         return False
     if held > 0:
         return True
@@ -129,17 +129,17 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
     """
     engine.policy = SYNC
     held: Work = list(pending or [])
-    with anyio.move_on_after(max(0.0, engine.time_left())):
+    with anyio.move_on_after(max(0.0, engine.accounts.time_left())):
         while _can_continue(engine, len(held)):
-            round_no = engine.counts["rounds"]
-            engine.counts["rounds"] += 1
-            calls, had_work = engine.calls, bool(held)
+            round_no = engine.journal.counts["rounds"]
+            engine.journal.counts["rounds"] += 1
+            calls, had_work = engine.journal.calls, bool(held)
             batch = await run_round(engine, round_no, held)
             held = []
             if batch:
                 held = follow_ups(engine, engine.aggregate(batch), batch)
                 await maybe_promote(engine)
-            elif engine.calls == calls and not had_work:
+            elif engine.journal.calls == calls and not had_work:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
 
 
