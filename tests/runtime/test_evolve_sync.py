@@ -154,16 +154,29 @@ def test_a_garbage_proposal_is_counted_as_invalid_and_the_run_goes_on(tmp_path: 
     assert len(failures) == 6 and all(p["kind"] == "invalid_proposals" and p["error"] for p in failures)
 
 
-def test_a_raising_proposer_is_recorded_per_example(tmp_path: Path) -> None:
+def test_a_proposer_that_raises_now_and_then_is_recorded_per_example(tmp_path: Path) -> None:
     bot = agent()
+    calls = [0]
 
+    async def propose(rendered: str, task: Task, output: str, reward: float) -> Any:
+        calls[0] += 1
+        if calls[0] % 2:
+            raise RuntimeError("model overloaded")
+        return await bot.propose(rendered, task, output, reward)
+
+    result = run(tmp_path, bot, asynchronous=False, propose=propose, budget=Budget(rollouts=8, proposals=4))
+    assert result.ok, result.error
+    assert result.counts["proposal_errors"] == 2
+    assert all("model overloaded" in p["error"] for _, p in events(tmp_path, ["proposal_failed"]
+                                                                  ) if p["kind"] == "proposal_errors")
+
+
+def test_a_proposer_that_always_raises_fails_the_run(tmp_path: Path) -> None:
     def propose(rendered: str, task: Task, output: str, reward: float) -> str:
         raise RuntimeError("model overloaded")
 
-    result = run(tmp_path, bot, asynchronous=False, propose=propose, budget=Budget(rollouts=8, proposals=4))
-    assert result.ok
-    assert result.counts["proposal_errors"] == 4
-    assert all("model overloaded" in p["error"] for _, p in events(tmp_path, ["proposal_failed"]))
+    result = run(tmp_path, agent(), asynchronous=False, propose=propose, budget=Budget(rollouts=8, proposals=4))
+    assert not result.ok and "calls of propose failed" in str(result.error)
 
 
 def test_workers_propose_and_gate_knobs_bound_the_sync_runtime(tmp_path: Path) -> None:
