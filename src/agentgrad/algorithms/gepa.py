@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentgrad.algorithms.base import Recipe, RecipeAgent, Reply, Solver, fenced, resolve, text_of
+from agentgrad.algorithms.base import Callback, Recipe, RecipeAgent, Reply, Solver, fenced, resolve, text_of
 from agentgrad.algorithms.pareto import sample_parent, wins_somewhere
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.library import Library, is_packed, pack, unpack
@@ -230,10 +230,10 @@ def gepa(tasks: Sequence[Task] | Splits, reward: Any, *, run: Solver | None = No
          artifact: Artifact | Library | str | None = None, budget: Budget | None = None, asynchronous: bool = False,
          workers: int | Workers | None = None, store: str | Path | None = None, seed: int = 0, minibatch: int = 3,
          merge_every: int = 0, params: Mapping[str, Any] | None = None,
-         solve_params: Mapping[str, Any] | None = None) -> Result:
+         solve_params: Mapping[str, Any] | None = None, callbacks: Sequence[Callback] = ()) -> Result:
     """Run GEPA on the engine (`asynchronous=True`: barrier-free). See `recipe` and the module doc."""
     start = Artifact("prompt", Kind.PROMPT, artifact) if isinstance(artifact, str) else artifact
     made = recipe(run=run, model=model, reflector=reflector, artifact=start, minibatch=minibatch,
                   merge_every=merge_every, seed=seed, params=params, solve_params=solve_params)
     return made.evolve(tasks, reward, artifact=start, budget=budget, asynchronous=asynchronous, workers=workers,
-                       store=store, seed=seed)
+                       store=store, seed=seed, callbacks=callbacks)

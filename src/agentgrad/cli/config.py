@@ -162,11 +162,43 @@ class ModelSection(BaseModel):
         own = (self.run is not None, self.propose is not None)
         if self.name is not None and any(own):
             raise ValueError("expected either 'name' or 'run' and 'propose', not both")
-        if self.name is None and own != (True, True):
+        if self.name is None and not own[0]:
             raise ValueError(f"expected 'name' (a model {MODEL_KINDS}) or both 'run' and 'propose' functions")
         if self.params is not None and self.name is None:
             raise ValueError("'params' go to a named model's calls; with your own 'run', set them there")
         return self
+
+
+class RecipeSection(BaseModel):
+    """``[recipe]``: run a published method (`agentgrad.algorithms`) instead of the default proposer: its name, the
+    model that writes its proposals (``reflector``: a model name, or a "module:function" giving a provider or
+    answering ``(messages) -> text``; default: the [model] name), and its options (keyword arguments of its entry
+    point, such as ``minibatch = 3`` for GEPA)."""
+
+    model_config = STRICT
+    name: str
+    reflector: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known_recipe(cls, value: str) -> str:
+        from agentgrad.algorithms.catalog import NAMES
+
+        if value not in NAMES:
+            raise ValueError(f"expected one of the recipes {list(NAMES)}, got {value!r}")
+        return value
+
+    @field_validator("reflector")
+    @classmethod
+    def _known_reflector(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        kind, colon, rest = value.partition(":")
+        if kind == "local" or (kind in ("openai", "anthropic") and colon and rest):
+            return value
+        check_import_path(value, base_dir(info.context))  # a "module:function": a provider, or (messages) -> text
+        return value
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,34 @@ def _named_model(config: CliConfig, folder: Path, run_dir: Path, callbacks: Sequ
                         skill=config.task.skill, seed=config.run.config.seed, params=model.params, **options)
 
 
+def _reflector(name: str | None, folder: Path) -> Any:
+    """A recipe's reflector: a model name as it is, or what a "module:function" names (a provider, or a function
+    of the messages that answers with text, wrapped as a provider)."""
+    if name is None or name == "local" or name.partition(":")[0] in ("openai", "anthropic"):
+        return name
+    from agentgrad.providers.callable import CallableProvider
+
+    found = resolve_callable(name, folder)
+    return found if hasattr(found, "complete") else CallableProvider(found, name=name)
+
+
+def _recipe(config: CliConfig, folder: Path, run_dir: Path, callbacks: Sequence[Callback]) -> Result:
+    """A published method's run (`agentgrad.algorithms`): the recipe keeps its own run settings; [run] sets its
+    workers, runtime and seed."""
+    from agentgrad.agents.skill import scoring
+    from agentgrad.algorithms.catalog import entry_point
+
+    recipe, model, run = config.recipe, config.model, config.run.config
+    assert recipe is not None and model is not None
+    solver = resolve_callable(model.run, folder) if model.run is not None else None
+    result: Result = entry_point(recipe.name)(
+        _tasks(config.task), scoring(_score(config.task, folder)), run=solver, model=model.name,
+        reflector=_reflector(recipe.reflector, folder), artifact=config.task.skill or None, budget=budget_of(config),
+        asynchronous=run.asynchronous, workers=run.workers, store=run_dir, seed=run.seed, callbacks=list(callbacks),
+        **recipe.options)
+    return result
+
+
 def launch(config: CliConfig, source: ConfigSource, run_dir: Path, callbacks: Sequence[Callback] = ()) -> Result:
     """Run (or, when `run_dir` holds one, resume) the configured run; returns evolve's `Result`.
 
@@ -114,6 +142,8 @@ def launch(config: CliConfig, source: ConfigSource, run_dir: Path, callbacks: Se
     folder = Path(source.base_dir)
     if config.task.world is not None:
         return _world(config, run_dir, callbacks)
+    if config.recipe is not None:
+        return _recipe(config, folder, run_dir, callbacks)
     if config.model is not None and config.model.name is None:
         return _own_functions(config, folder, run_dir, callbacks)
     return _named_model(config, folder, run_dir, callbacks)

@@ -22,7 +22,7 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, Field, model_validator
 
-from agentgrad.cli.config import STRICT, ModelSection, TaskSection
+from agentgrad.cli.config import STRICT, ModelSection, RecipeSection, TaskSection
 from agentgrad.cli.tables import Form, Schema
 from agentgrad.errors import ConfigError
 from agentgrad.optim.schedules import Schedule, delta_schedule, schedule_from_dict
@@ -71,6 +71,7 @@ class CliConfig(BaseModel):
     model_config = STRICT
     task: TaskSection
     model: ModelSection | None = None
+    recipe: RecipeSection | None = None
     budget: Annotated[Budget, BUDGET_TABLE]
     run: Annotated[RunSection, RUN_TABLE] = Field(default_factory=RunSection)
 
@@ -80,6 +81,15 @@ class CliConfig(BaseModel):
             raise ValueError("the world task brings its own simulated agent; remove the [model] section")
         if self.task.world is None and self.model is None:
             raise ValueError("expected a [model] section (name, or run and propose) for this task")
+        if self.recipe is not None and self.task.world is not None:
+            raise ValueError("a [recipe] runs on a task set and a [model] (name, or run), not on the world task")
+        own = self.model is not None and self.model.name is None
+        if own and self.recipe is None and self.model is not None and self.model.propose is None:
+            raise ValueError("expected both 'run' and 'propose' functions in [model] (or a [recipe], whose method "
+                             "proposes)")
+        if self.recipe is not None and own and self.recipe.reflector is None and self.model is not None \
+                and self.model.propose is None:
+            raise ValueError("[recipe] with your own 'run' needs 'reflector' (the model that writes proposals)")
         repairs = self.task.world is not None or (self.model is not None and self.model.repair is not None)
         if self.run.config.staleness.policy is StalePolicy.REPAIR and not repairs:
             raise ValueError("run.staleness.policy = 'repair' needs model.repair (a 'module:function')")
