@@ -311,6 +311,17 @@ class DecisionPromises(ConformanceBase):
         assert store.decisions(artifact_id=SKILL, outcome=Outcome.REJECTED) == [everything[0]]
         assert store.decisions(artifact_id=HARNESS, outcome=Outcome.TABU) == []
 
+    def test_decisions_come_in_pages_with_a_count_of_the_matches(self, store: Store) -> None:
+        diffs = [rule(SKILL, 0, f"r{i}") for i in range(5)]
+        for diff in diffs:
+            store.record(diff, evidence(), verdict(diff, Outcome.REJECTED))
+        every = store.decisions(artifact_id=SKILL)
+        assert store.decisions(artifact_id=SKILL, limit=2, offset=1) == every[1:3]
+        assert store.decisions(artifact_id=SKILL, limit=10, offset=4) == every[4:]
+        assert store.decisions(limit=0) == []
+        assert store.decision_count(artifact_id=SKILL) == 5 == len(every)
+        assert store.decision_count(outcome=Outcome.ACCEPTED) == 0
+
     def test_why_tells_the_story_of_a_diff(self, store: Store) -> None:
         diff = rule(SKILL, 0, "cite")
         store.record(diff, evidence(), verdict(diff, Outcome.RECHECK, "rebased"))

@@ -68,13 +68,13 @@ def decisions(target: RunDir, *, outcome: Outcome | None, artifact_id: str | Non
     with target.store() as store:
         if artifact_id is not None:
             check_artifact(store, artifact_id)
-        found = store.decisions(artifact_id=artifact_id, outcome=outcome)
-        page = found[offset:offset + limit]
+        page = store.decisions(artifact_id=artifact_id, outcome=outcome, limit=limit, offset=offset)
+        total = store.decision_count(artifact_id=artifact_id, outcome=outcome)
         summaries: dict[str, Any] = {}
         for decision in page:
             if decision.diff_id not in summaries:
                 summaries[decision.diff_id] = store.why(decision.diff_id)["evidence"]
-    return [{**d.to_dict(), "evidence": summaries[d.diff_id]} for d in page], len(found)
+    return [{**d.to_dict(), "evidence": summaries[d.diff_id]} for d in page], total
 
 
 def diffs(target: RunDir, *, artifact_id: str | None, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:

@@ -225,8 +225,15 @@ class Store(Protocol):
         ...
 
     def decisions(self, *, diff_id: str | None = None, artifact_id: str | None = None,
-                  outcome: Outcome | str | None = None) -> list[Decision]:
-        """Every stored decision matching all the given filters, oldest first (all of them without filters)."""
+                  outcome: Outcome | str | None = None, limit: int | None = None,
+                  offset: int = 0) -> list[Decision]:
+        """Every stored decision matching all the given filters, oldest first (all of them without filters); with
+        `limit`, the page of at most that many that starts `offset` matches in."""
+        ...
+
+    def decision_count(self, *, diff_id: str | None = None, artifact_id: str | None = None,
+                       outcome: Outcome | str | None = None) -> int:
+        """How many stored decisions match all the given filters."""
         ...
 
     def why(self, diff_id: str) -> dict[str, Any]:

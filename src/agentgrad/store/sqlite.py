@@ -39,6 +39,12 @@ DB_NAME = tables.DB_NAME
 GIT_NAME = "library.git"
 
 
+def _filters(diff_id: str | None, artifact_id: str | None,
+             outcome: Outcome | str | None) -> tuple[tuple[str, Any], ...]:
+    return (("diff_id", diff_id), ("artifact_id", artifact_id),
+            ("outcome", None if outcome is None else Outcome(outcome).value))
+
+
 def _check_commit(diff: Diff, decision: Decision) -> None:
     codec.check_pair(diff, decision)
     if Outcome(decision.outcome) is not Outcome.ACCEPTED:
@@ -345,12 +351,19 @@ class SQLiteStore:
             return tables.get_evidence(c, diff_id)
 
     def decisions(self, *, diff_id: str | None = None, artifact_id: str | None = None,
-                  outcome: Outcome | str | None = None) -> list[Decision]:
-        """Every stored decision matching the filters, oldest first."""
-        filters = (("diff_id", diff_id), ("artifact_id", artifact_id),
-                   ("outcome", None if outcome is None else Outcome(outcome).value))
+                  outcome: Outcome | str | None = None, limit: int | None = None,
+                  offset: int = 0) -> list[Decision]:
+        """Every stored decision matching the filters, oldest first (a page of them with `limit` and `offset`);
+        `decision_count` says how many match in all."""
         with self._lock:
-            return tables.get_decisions(self._conn, filters)
+            return tables.get_decisions(self._conn, _filters(diff_id, artifact_id, outcome), limit=limit,
+                                        offset=offset)
+
+    def decision_count(self, *, diff_id: str | None = None, artifact_id: str | None = None,
+                       outcome: Outcome | str | None = None) -> int:
+        """How many stored decisions match the filters."""
+        with self._lock:
+            return tables.count_decisions(self._conn, _filters(diff_id, artifact_id, outcome))
 
     def why(self, diff_id: str) -> dict[str, Any]:
         """Why a diff is where it is: the diff, a summary of its evidence, its decisions and its version if any."""

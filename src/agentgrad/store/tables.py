@@ -209,17 +209,33 @@ def get_evidence(conn: sqlite3.Connection, diff_id: str) -> Evidence:
     return codec.evidence_from_rows(summary, rows)
 
 
-def get_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]], *, last: bool = False
-                  ) -> list[Decision]:
-    """Decisions where every (column, value) of `filters` matches (None values ignored), in log order.
+def _where(filters: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    used = [(column, value) for column, value in filters if value is not None]
+    where = " AND ".join(f"{column} = ?" for column, _ in used)
+    return (f" WHERE {where}" if where else ""), [v for _, v in used]
+
+
+def get_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]], *, last: bool = False,
+                  limit: int | None = None, offset: int = 0) -> list[Decision]:
+    """Decisions where every (column, value) of `filters` matches (None values ignored), in log order; a page of
+    them with `limit` and `offset`.
 
     With `last`, only the most recent match (or none).
     """
-    used = [(column, value) for column, value in filters if value is not None]
-    where = " AND ".join(f"{column} = ?" for column, _ in used)
-    sql = f"SELECT {codec.DECISION_COLUMNS} FROM decisions" + (f" WHERE {where}" if where else "")
-    sql += " ORDER BY seq DESC LIMIT 1" if last else " ORDER BY seq"
-    return [codec.decision_from_row(r) for r in conn.execute(sql, [v for _, v in used]).fetchall()]
+    where, values = _where(filters)
+    sql = f"SELECT {codec.DECISION_COLUMNS} FROM decisions" + where
+    if last:
+        sql += " ORDER BY seq DESC LIMIT 1"
+    else:
+        sql += " ORDER BY seq" + ("" if limit is None else " LIMIT ? OFFSET ?")
+        values += [] if limit is None else [limit, offset]
+    return [codec.decision_from_row(r) for r in conn.execute(sql, values).fetchall()]
+
+
+def count_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]]) -> int:
+    """How many decisions match `filters` (as `get_decisions`)."""
+    where, values = _where(filters)
+    return int(conn.execute("SELECT count(*) FROM decisions" + where, values).fetchone()[0])
 
 
 class Blobs:
