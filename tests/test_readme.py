@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-PUBLIC = {"agentgrad", "agentgrad.optim", "agentgrad.testing", "agentgrad.providers"}
+PUBLIC = {"agentgrad", "agentgrad.optim", "agentgrad.testing", "agentgrad.providers", "agentgrad.algorithms"}
 NOT_RUN = re.compile(r"<!-- README test: not run \((?P<why>[^)]+)\) -->")
 KEYS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")
 

@@ -14,6 +14,8 @@ The public API is what this package's `__all__` lists, and the `__all__` of thes
 - `agentgrad.optim`: the stages, `chain`, the `default` recipe, the schedules, the `Aggregator`.
 - `agentgrad.runtime`: the values `evolve` takes and returns, and `replay`.
 - `agentgrad.store`: the run directory's store, event log, git mirror and promotion policy.
+- `agentgrad.algorithms`: the published methods as recipes, one module each; `agentgrad.sandbox`: a sandbox
+  for evolved code.
 - `agentgrad.data`, `agentgrad.strategies`, `agentgrad.providers`, `agentgrad.tracking`, `agentgrad.testing`.
 
 Every other module path (`agentgrad.core.diff`, `agentgrad.runtime.engine`, `agentgrad.optim.judge`, ...) is
