@@ -13,6 +13,7 @@ from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.core.evidence import Evidence
 from agentgrad.optim.aggregator import StepResult
 from agentgrad.optim.base import Candidate
+from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.records import Proposed, Snapshot
@@ -202,3 +203,22 @@ def test_a_commit_without_evidence_makes_the_recheck_a_full_evaluation(tmp_path:
             engine.store.close()
 
     assert anyio.run(main) == (None, 0)
+
+
+def test_a_deferred_candidate_is_left_open_when_no_gate_call_can_be_paid(tmp_path: Path) -> None:
+    # An L1 change deferred behind another's full check used to come back at once, forever, once the budget could
+    # pay no more gate calls: the run spun without spending anything. Now it stays open and the loop can end.
+    async def main() -> None:
+        engine = build_engine(tmp_path, agent(), budget=Budget(calls=1))
+        try:
+            base = engine.head
+            diff = _diff(base.text, base.version, "dates: use method 2", "p000001")
+            engine.hold_open([diff])
+            engine.accounts.meter.reserve(engine.accounts.meter.per_call("gate_evals"))  # the last call is spent
+            assert await recheck(engine, Candidate(diff, Evidence(())), Outcome.DEFERRED) is None
+            assert diff.id in {d.id for d in engine.open}
+        finally:
+            engine.journal.events.close()
+            engine.store.close()
+
+    anyio.run(main)

@@ -202,6 +202,13 @@ class Pacing:
                 await self._settled.wait()
         return True
 
+    async def until_settled(self) -> None:
+        """Wait until some diff gets its final verdict, a few call durations at most."""
+        if self._settled is None:
+            self._settled = anyio.Event()
+        with anyio.move_on_after(max(0.005, 4 * self.estimator.overall)):
+            await self._settled.wait()
+
     # -- timing and the gate's view of the cache -----------------------------------------------------------------------
     def fuse_wait(self) -> float:
         """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):

@@ -20,12 +20,16 @@ class LoopPolicy:
         windowed: the gate keeps a window of calls in flight and decides as they land (True), or scores fixed
             chunks (False).
         hedge: a call running far past its expected duration is cut off and started again (`RunConfig.hedge`).
+        wait_deferred: a candidate the governance stage deferred (an L1 change waiting for the one in its full
+            check) waits for a verdict before it goes back to the aggregator (True), instead of coming back at
+            once (False: a synchronous round brings it back at the next step anyway).
     """
 
     live_cache: bool
     windowed: bool
     hedge: bool
+    wait_deferred: bool = False
 
 
 SYNC = LoopPolicy(live_cache=False, windowed=False, hedge=False)
-ASYNC = LoopPolicy(live_cache=True, windowed=True, hedge=True)
+ASYNC = LoopPolicy(live_cache=True, windowed=True, hedge=True, wait_deferred=True)
