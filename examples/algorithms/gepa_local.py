@@ -9,32 +9,14 @@ expect small gains; with OPENAI_*/ANTHROPIC_* set, pass --model openai:<name> fo
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
+from recipe_example import arguments, run_recipe
 
-from agentgrad import Budget, load_set
-from agentgrad.agents.skill import scoring
 from agentgrad.algorithms.gepa import gepa
-from agentgrad.data.shipped import recommended_scorer
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="sentiment", help="a shipped task set")
-    parser.add_argument("--model", default="local", help="local, openai:<model> or anthropic:<model>")
-    parser.add_argument("--calls", type=int, default=60, help="the call budget")
-    parser.add_argument("--async", dest="asynchronous", action="store_true", help="the asynchronous runtime")
-    args = parser.parse_args()
-    store = Path(tempfile.mkdtemp(prefix="agentgrad-gepa-")) / "run"
-    result = gepa(load_set(args.set), scoring(recommended_scorer(args.set)), model=args.model,
-                  artifact="Answer with the label only.", budget=Budget(calls=args.calls),
-                  asynchronous=args.asynchronous, workers=2, store=store,
-                  params={"temperature": 0.7, "max_tokens": 200},  # the reflector's calls
-                  solve_params={"temperature": 0.0, "max_tokens": 16})  # the solving calls
-    print(result.summary())
-    print("learned prompt:\n" + result.artifact.text)
-    return 0 if result.ok else 1
+    return run_recipe(gepa, arguments(__doc__ or "", task_set="sentiment", calls=60), name="gepa",
+                      artifact="Answer with the label only.", params={"temperature": 0.7, "max_tokens": 200})
 
 
 if __name__ == "__main__":

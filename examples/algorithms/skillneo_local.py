@@ -10,31 +10,14 @@ run counts the replies it cannot use), so expect small gains; with OPENAI_*/ANTH
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
+from recipe_example import arguments, run_recipe
 
-from agentgrad import Budget, load_set
-from agentgrad.agents.skill import scoring
 from agentgrad.algorithms.skillneo import skillneo
-from agentgrad.data.shipped import recommended_scorer
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="routing", help="a shipped task set")
-    parser.add_argument("--model", default="local", help="local, openai:<model> or anthropic:<model>")
-    parser.add_argument("--calls", type=int, default=80, help="the call budget")
-    parser.add_argument("--async", dest="asynchronous", action="store_true", help="the asynchronous runtime")
-    args = parser.parse_args()
-    store = Path(tempfile.mkdtemp(prefix="agentgrad-skillneo-")) / "run"
-    result = skillneo(
-        load_set(args.set), scoring(recommended_scorer(args.set)), model=args.model,
-        artifact="Answer with the code only.", budget=Budget(calls=args.calls), asynchronous=args.asynchronous,
-        store=store, params={"max_tokens": 256}, solve_params={"temperature": 0.0, "max_tokens": 16})
-    print(result.summary())
-    print("learned skill:\n" + result.artifact.text)
-    return 0 if result.ok else 1
+    return run_recipe(skillneo, arguments(__doc__ or ""), name="skillneo", artifact="Answer with the code only.",
+                      params={"max_tokens": 256})
 
 
 if __name__ == "__main__":
