@@ -139,14 +139,15 @@ def test_a_rejected_key_inside_run_stops_the_run_at_once(tmp_path: Path, asynchr
 
 @pytest.mark.parametrize("proposal", ["lorem ipsum dolor sit amet", "", "   ", "\ud800", "x" * 1_000_000, None, 42,
                                       ["not an edit"], "- geometry: use method 1\x00", "- tip: \x1b[31mred"])
-def test_a_garbage_proposal_is_counted_as_invalid_and_the_run_goes_on(tmp_path: Path, proposal: Any) -> None:
+def test_a_garbage_proposal_is_counted_as_invalid_the_run_goes_on_and_nothing_but_garbage_fails_it(
+        tmp_path: Path, proposal: Any) -> None:
     bot = agent()
 
     def propose(rendered: str, task: Task, output: str, reward: float) -> Any:
         return proposal
 
     result = run(tmp_path, bot, asynchronous=False, propose=propose, budget=Budget(rollouts=12, proposals=6))
-    assert result.ok, result.error
+    assert not result.ok and "all 6 proposals were unusable" in str(result.error)  # every call was still made
     assert result.counts["invalid_proposals"] == 6
     assert result.usage.proposals == 6
     assert len(result.history) == 1 and result.decisions == ()

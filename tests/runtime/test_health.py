@@ -85,3 +85,12 @@ def test_a_run_whose_every_proposal_failed_ends_as_a_failure(tmp_path: Path) -> 
                     budget=Budget(calls=40), store=tmp_path / "run", asynchronous=False)
     assert not result.ok and isinstance(result.error, RunFailedError)
     assert "calls of propose all failed" in str(result.error) and "the proposer has a bug" in str(result.error)
+
+
+def test_a_run_whose_every_proposal_was_unusable_ends_as_a_failure(tmp_path: Path) -> None:
+    tasks = [Task(f"t{i}", f"q{i}", "a") for i in range(20)]
+    result = evolve(tasks, lambda task, output: 0.0, run=lambda skill, task: "b",
+                    propose=lambda *args: {"nope": "x", "other": 1}, budget=Budget(calls=40), store=tmp_path / "run",
+                    asynchronous=False)
+    assert not result.ok and isinstance(result.error, RunFailedError)
+    assert "proposals were unusable" in str(result.error) and "nope" in str(result.error)

@@ -85,3 +85,9 @@ def _diff(result: Result, diff_id: str | None) -> Diff:
     assert diff_id is not None
     with SQLiteStore(result.run_dir, git=False) as store:
         return store.diff(diff_id)
+
+
+def test_a_strategy_that_is_no_strategy_is_refused_by_artifact(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\['skill'\] are not Strategy values"):
+        evolve(WORLD.tasks(), WORLD.reward, run=WORLD.run, propose=WORLD.propose, artifact=WORLD.library(),
+               strategy={"skill": 5}, budget=Budget(calls=60), store=tmp_path / "x")  # type: ignore[dict-item]

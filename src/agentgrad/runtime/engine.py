@@ -281,6 +281,8 @@ class Engine(Pacing):
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.journal.counts[counter] += 1
         safe = error[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+        if counter == "invalid_proposals":
+            self.health.unusable(safe)
         self.journal.emit(EventKind.PROPOSAL_FAILED, {"kind": counter, **about, "error": safe})
 
     # -- the gate --------------------------------------------------------------------------------------------

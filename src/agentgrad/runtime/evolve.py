@@ -92,6 +92,9 @@ def _strategy(strategy: Strategy | Mapping[str, Strategy] | None, start: Artifac
     unknown = sorted(set(given) - set(start.ids))
     if unknown:
         raise ConfigError(f"strategy names {unknown}, which are not artifacts of the library {list(start.ids)}")
+    wrong = sorted(k for k, v in given.items() if not all(callable(getattr(v, f, None)) for f in ("ops", "render")))
+    if wrong:
+        raise ConfigError(f"the strategies of {wrong} are not Strategy values (AppendRules(), Sections(), ...)")
     return LibraryStrategy({m.id: given.get(m.id) or _member_strategy(m) for m in start}, start.layers())
 
 

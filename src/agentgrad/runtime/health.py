@@ -33,6 +33,11 @@ class RunHealth:
         self.streak_error: str | None = None
         self.propose_streak = 0
         self.first_propose_error: str | None = None
+        self.first_unusable: str | None = None  # why the first proposal that answered could not become a diff
+
+    def unusable(self, reason: str) -> None:
+        """A proposal answered but could not become a diff (invalid: it names no artifact, is garbage, ...)."""
+        self.first_unusable = self.first_unusable or reason
 
     def proposed(self, error: str | None) -> None:
         """Record one `propose` call's outcome (`error` None: it answered); `RunFailedError` when the proposer
@@ -69,10 +74,14 @@ class RunHealth:
                                  "Resume the run once the cause is fixed")
 
     def at_end(self) -> None:
-        """`RunFailedError` if the run made calls of `run` and every one failed."""
+        """`RunFailedError` if every call of `run` failed, every call of `propose` failed, or every proposal was
+        unusable (invalid): nothing could have been learned."""
         if self.counts["run_ok"] == 0 and self.counts["run_errors"] > 0:
             raise RunFailedError(f"all {self.counts['run_errors']} calls of run failed; nothing could be learned. "
                                  f"The first error was: {self.first_error}")
         if self.counts["propose_ok"] == 0 and self.propose_streak > 0:
             raise RunFailedError(f"all {self.propose_streak} calls of propose failed; nothing could be learned. "
                                  f"The first error was: {self.first_propose_error}")
+        if self.counts["proposals"] == 0 and self.counts["invalid_proposals"] > 0:
+            raise RunFailedError(f"all {self.counts['invalid_proposals']} proposals were unusable, so nothing could "
+                                 f"be learned. The first was refused because: {self.first_unusable}")
