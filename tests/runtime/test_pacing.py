@@ -1,5 +1,5 @@
 """Rollout pacing: a rollout goes to a task nothing is already being done about, waits while every such task is
-taken, and never waits forever."""
+taken, never waits forever, and the asynchronous runtime keeps one proposal in its pipeline under a call budget."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agentgrad.core.diff import Diff
 from agentgrad.core.ops import Op
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.pacing import STUCK_WAITS
+from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.testing.agents import WorldAgent
 from tests.runtime import helpers
 
@@ -64,5 +65,20 @@ def test_a_wait_nothing_can_end_gives_way_and_a_starved_run_stops(tmp_path: Path
             assert await engine.explore_turn()
         assert engine.journal.counts["explore_unstuck"] == 1
         assert engine.journal.counts["explore_waits"] == STUCK_WAITS - 1
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_the_asynchronous_runtime_keeps_one_proposal_between_rollout_and_verdict(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        engine.policy = ASYNC
+        assert engine.explore_allowed()
+        engine.rollout_started(engine.train[0])
+        assert not engine.explore_allowed()  # a rollout in flight is the pipeline's one proposal
+        engine.rollout_ended(engine.train[0])
+        _open(engine, engine.train[0], "p1")
+        assert not engine.explore_allowed()  # so is a proposal waiting for its verdict
+        engine.policy = SYNC
+        assert engine.explore_allowed()  # a synchronous round rolls out beside it (the gate's backlog bounds it)
 
     helpers.on_engine(tmp_path / "run", body)

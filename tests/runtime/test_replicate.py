@@ -17,7 +17,7 @@ from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.records import candidate_from_dict, candidate_to_dict
-from agentgrad.runtime.replicate import applied_on
+from agentgrad.runtime.replicate import applied_on, is_fresh
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
@@ -40,7 +40,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     clock = FakeClock()
     bot = WorldAgent(WORLD, median=0.001, sleep=clock.sleep)
     result = evolve(bot.splits(), bot.reward, agent=bot, strategy=WORLD.strategy, artifact=WORLD.artifact,
-                    budget=Budget(calls=300), workers=1, asynchronous=False, store=store, seed=0, clock=clock.now)
+                    budget=Budget(calls=300), workers=1, asynchronous=False, store=store, seed=3, clock=clock.now)
     assert result.ok, result.error
     return store, result.artifact.text
 
@@ -122,5 +122,18 @@ def test_a_rollout_of_a_head_the_gate_already_ran_reuses_its_output_without_a_ca
         assert engine.journal.counts["reused_rollouts"] == 1
         await engine.rollout("worker-0", engine.head, task)  # a kept output serves one rollout only
         assert bot.runs == calls + 1
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_context_the_change_cannot_apply_on_is_not_fresh_for_it(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        candidate = _parked(engine, engine.train[0])
+        rival = Diff(WORLD.artifact.id, 0, (Op.add("key", "- p1: use method 2"),), id="rival")  # the same key
+        other = Diff(WORLD.artifact.id, 0, (Op.add("key", "- q1: use method 2"),), id="other")
+        assert is_fresh(engine, candidate, other)
+        assert not is_fresh(engine, candidate, rival)  # the candidate conflicts there: replicate would park it again
+        engine.parking.offer([rival])
+        assert engine.parking.release(lambda c, s: is_fresh(engine, c, s)) == []
 
     helpers.on_engine(tmp_path / "run", body)

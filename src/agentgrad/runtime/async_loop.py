@@ -29,7 +29,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.policy import ASYNC
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot
-from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
+from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck, release_parked
 from agentgrad.runtime.throttle import Throttle
 from agentgrad.runtime.workqueue import WorkQueue
 
@@ -201,11 +201,12 @@ async def _promoter(engine: Engine, due: ObjectReceiveStream[None]) -> None:
             await maybe_promote(engine)
 
 
-async def _supervise(pools: list[Any], feedback: _Feedback) -> None:
+async def _supervise(engine: Engine, pools: list[Any], feedback: _Feedback) -> None:
     """Wait for the rollout and proposal pools, then let the feedback channel close when nothing is waiting."""
     async with anyio.create_task_group() as group:
         for pool in pools:
             group.start_soon(*pool)
+    feedback.send_back(release_parked(engine))  # no rollout will move the head for them: a sibling may do
     feedback.upstream_done = True
     feedback.maybe_close()
 
@@ -230,7 +231,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
             pools += [(_rollout_worker, engine, i, roll_send.clone(), throttle) for i in range(w.rollout)]
             pools += [(_proposer, engine, roll_recv.clone(), work, feedback, throttle) for _ in range(w.propose)]
             feedback.send_back(list(pending or []))
-            group.start_soon(_supervise, pools, feedback)
+            group.start_soon(_supervise, engine, pools, feedback)
             for _ in range(w.gate):
                 group.start_soon(_gate_worker, engine, work, cand_send.clone(), feedback, throttle)
             group.start_soon(_aggregator, engine, cand_recv.clone(), feedback, promo_send)

@@ -168,18 +168,26 @@ class Pacing:
         if self.accounts.meter.budget.calls is None:
             return True
         queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
-        if queued + self.exploring + extra >= BACKLOG * self.config.workers.gate:
+        if queued + self.exploring + extra >= self._pipeline():
             return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
         in_flight = queued + self.exploring + extra + len(self.awaiting)
         if in_flight:
             busy, solved = self._busy(), self._solver()
             if all(t in busy or solved(t) for t in self.train):
                 return False  # every open task is being worked on: a verdict will free one (or show it solved)
-        rollouts = self.journal.counts["rollouts"] + self.journal.counts["reused_rollouts"]
-        figures = SplitFigures(rollouts, self.journal.counts["proposals"], self.journal.counts["judged"],
-                               self.accounts.meter.used["gate_evals"], self.gate.prior_cost())
-        return may_explore(figures, calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
+        return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra)
+
+    def _pipeline(self) -> int:
+        """The most proposals between a rollout's start and their verdict under `Budget.calls`: the loop's
+        `LoopPolicy.pipeline`, else `BACKLOG` times the gate workers."""
+        depth = self.policy.pipeline
+        return BACKLOG * self.config.workers.gate if depth is None else depth
+
+    def _figures(self) -> SplitFigures:
+        rollouts = self.journal.counts["rollouts"] + self.journal.counts["reused_rollouts"]
+        return SplitFigures(rollouts, self.journal.counts["proposals"], self.journal.counts["judged"],
+                            self.accounts.meter.used["gate_evals"], self.gate.prior_cost())
 
     async def explore_turn(self, starved: Callable[[], bool] = lambda: False) -> bool:
         """Wait until a rollout may start (`explore_allowed`): a verdict, or a while, may free the calls it needs;

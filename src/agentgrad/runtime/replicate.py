@@ -30,11 +30,11 @@ def context_of(head: Snapshot, sibling: Diff | None) -> str | None:
 
 
 def is_fresh(engine: Engine, candidate: Candidate, sibling: Diff | None = None) -> bool:
-    """True if the context (the head, or the head with `sibling`) is one `candidate` was never scored in: not the
-    head its evidence was gathered on, nor one of its replicas'."""
+    """True if the context (the head, or the head with `sibling`) is one `candidate` was never scored in (not the
+    head its evidence was gathered on, nor one of its replicas') and its change applies there."""
     text = context_of(engine.head, sibling)
-    if text is None:
-        return False
+    if text is None or applied_on(candidate.diff, text) is None:
+        return False  # no such context, or the change does not apply there (or it already has it)
     seen = used_contexts(candidate)
     version = candidate.evidence.base_version
     if version is not None:

@@ -187,7 +187,14 @@ def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidat
             work.append((candidate, outcome))
     last = {d.diff_id: d.outcome for d in result.decisions}
     engine.parking.offer([c.diff for c in candidates if last.get(c.diff.id) is Outcome.REJECTED])
-    work += [(c, Outcome.EXTEND) for c in engine.parking.release(partial(is_fresh, engine))]
+    work += release_parked(engine)
     work += [(c, Outcome.STALE) for c in candidates
              if last.get(c.diff.id) is Outcome.STALE and can_repair(engine, c.diff)]
     return work
+
+
+def release_parked(engine: Engine) -> list[tuple[Candidate, Outcome]]:
+    """The parked candidates that can replicate now (on the head, or the head with a sibling's change), as work
+    for the gate. Besides each step, a loop with nothing else to do asks for them: a run that stops while one
+    waits leaves calls unused and a change undecided."""
+    return [(c, Outcome.EXTEND) for c in engine.parking.release(partial(is_fresh, engine))]

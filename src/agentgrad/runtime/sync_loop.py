@@ -29,7 +29,7 @@ from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.promote import maybe_promote
-from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck
+from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck, release_parked
 
 R = TypeVar("R")
 Work = list[tuple[Candidate, Outcome]]
@@ -129,8 +129,14 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
     """
     engine.policy = SYNC
     held: Work = list(pending or [])
+    stalled = False  # parked work was released and made no call: release no more until something changes
     with anyio.move_on_after(max(0.0, engine.accounts.time_left())):
-        while _can_continue(engine, len(held)):
+        while True:
+            released = not held and not stalled
+            if released:
+                held = release_parked(engine)
+            if not _can_continue(engine, len(held)):
+                break
             round_no = engine.journal.counts["rounds"]
             engine.journal.counts["rounds"] += 1
             calls, had_work = engine.journal.calls, bool(held)
@@ -141,6 +147,7 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
                 await maybe_promote(engine)
             elif engine.journal.calls == calls and not had_work:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
+            stalled = released and not batch and engine.journal.calls == calls
 
 
 __all__ = ["run_round", "run_sync", "start_order"]
