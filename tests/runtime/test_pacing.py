@@ -19,21 +19,21 @@ from tests.runtime import helpers
 def _open(engine: Engine, origin: str, name: str) -> None:
     diff = Diff(helpers.WORLD.artifact.id, 0, (Op.add("key", f"- {name}: use method 1"),), id=name)
     engine.hold_open([diff])
-    engine.note_origin(diff.id, origin)
+    engine.pacing.note_origin(diff.id, origin)
 
 
 def test_a_rollout_passes_over_tasks_in_flight_proposed_from_or_like_a_pending_origin(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
-        first = engine.pick_task(0)
-        engine.rollout_started(first)
-        assert engine.pick_task(0) != first
-        engine.rollout_ended(first)
-        assert engine.pick_task(0) == first
-        engine.await_proposal(first)
-        assert engine.pick_task(0) != first
-        engine.proposal_made(first)
+        first = engine.pacing.pick_task(0)
+        engine.pacing.rollout_started(first)
+        assert engine.pacing.pick_task(0) != first
+        engine.pacing.rollout_ended(first)
+        assert engine.pacing.pick_task(0) == first
+        engine.pacing.await_proposal(first)
+        assert engine.pacing.pick_task(0) != first
+        engine.pacing.proposal_made(first)
         _open(engine, first, "p1")
-        chosen = engine.pick_task(0)
+        chosen = engine.pacing.pick_task(0)
         category = helpers.WORLD.tasks[first].category
         assert chosen != first and helpers.WORLD.tasks[chosen].category != category  # its like tasks wait too
         assert set(engine.gate.neighbours(first)) <= {t for t in helpers.WORLD.tasks
@@ -44,13 +44,13 @@ def test_a_rollout_passes_over_tasks_in_flight_proposed_from_or_like_a_pending_o
 
 def test_exploring_waits_while_every_open_task_is_taken(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
-        assert engine.explore_allowed()
+        assert engine.pacing.explore_allowed()
         for task in engine.train:
-            engine.await_proposal(task)
-        assert not engine.explore_allowed()
+            engine.pacing.await_proposal(task)
+        assert not engine.pacing.explore_allowed()
         for task in engine.train:
-            engine.proposal_made(task)
-        assert engine.explore_allowed()
+            engine.pacing.proposal_made(task)
+        assert engine.pacing.explore_allowed()
 
     helpers.on_engine(tmp_path / "run", body)
 
@@ -59,10 +59,10 @@ def test_a_wait_nothing_can_end_gives_way_and_a_starved_run_stops(tmp_path: Path
     async def body(engine: Engine, bot: WorldAgent) -> None:
         for i in range(3 * engine.config.workers.gate):  # a backlog that no gate worker will ever take
             _open(engine, engine.train[0], f"p{i}")
-        assert not engine.explore_allowed()
-        assert not await engine.explore_turn(lambda: True)
+        assert not engine.pacing.explore_allowed()
+        assert not await engine.pacing.explore_turn(lambda: True)
         with anyio.fail_after(10):
-            assert await engine.explore_turn()
+            assert await engine.pacing.explore_turn()
         assert engine.journal.counts["explore_unstuck"] == 1
         assert engine.journal.counts["explore_waits"] == STUCK_WAITS - 1
 
@@ -72,13 +72,13 @@ def test_a_wait_nothing_can_end_gives_way_and_a_starved_run_stops(tmp_path: Path
 def test_the_asynchronous_runtime_keeps_one_proposal_between_rollout_and_verdict(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
         engine.policy = ASYNC
-        assert engine.explore_allowed()
-        engine.rollout_started(engine.train[0])
-        assert not engine.explore_allowed()  # a rollout in flight is the pipeline's one proposal
-        engine.rollout_ended(engine.train[0])
+        assert engine.pacing.explore_allowed()
+        engine.pacing.rollout_started(engine.train[0])
+        assert not engine.pacing.explore_allowed()  # a rollout in flight is the pipeline's one proposal
+        engine.pacing.rollout_ended(engine.train[0])
         _open(engine, engine.train[0], "p1")
-        assert not engine.explore_allowed()  # so is a proposal waiting for its verdict
+        assert not engine.pacing.explore_allowed()  # so is a proposal waiting for its verdict
         engine.policy = SYNC
-        assert engine.explore_allowed()  # a synchronous round rolls out beside it (the gate's backlog bounds it)
+        assert engine.pacing.explore_allowed()  # a synchronous round rolls out beside it (the gate's backlog bounds it)
 
     helpers.on_engine(tmp_path / "run", body)

@@ -97,17 +97,17 @@ def test_parked_candidates_never_hold_exploration_back(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
         for i in range(12):  # far more than the gate workers could have waiting
             _parked(engine, engine.train[i % len(engine.train)], f"p{i}")
-        assert len(engine.open) == 12 and engine.exploring == 0
-        assert engine.explore_allowed()  # nothing is in flight: only a rollout can bring work
+        assert len(engine.open) == 12 and engine.pacing.exploring == 0
+        assert engine.pacing.explore_allowed()  # nothing is in flight: only a rollout can bring work
 
     helpers.on_engine(tmp_path / "run", body)
 
 
 def test_a_parked_candidates_origin_is_passed_over_by_rollouts(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
-        first = engine.pick_task(0)
+        first = engine.pacing.pick_task(0)
         _parked(engine, first)
-        assert engine.pick_task(0) != first
+        assert engine.pacing.pick_task(0) != first
 
     helpers.on_engine(tmp_path / "run", body)
 

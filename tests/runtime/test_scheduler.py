@@ -214,7 +214,7 @@ def _round_starts(store: Path, slots: int) -> tuple[list[str], list[str]]:
     async def main() -> list[str]:
         engine = build_engine(store, bot, config=config, budget=Budget(rollouts=4, proposals=0))
         try:
-            tasks = [engine.pick_task(w) for w in range(4)]
+            tasks = [engine.pacing.pick_task(w) for w in range(4)]
             for position, task in enumerate(tasks):
                 engine.estimator.observe(task, 1.0 + position)
             assert await run_round(engine, 0, []) == []

@@ -30,6 +30,7 @@ from agentgrad.runtime.policy import ASYNC
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck, release_parked
+from agentgrad.runtime.step import aggregate
 from agentgrad.runtime.throttle import Throttle
 from agentgrad.runtime.workqueue import WorkQueue
 
@@ -85,15 +86,15 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                 await throttle.turn(index)
                 if _starved(engine) or engine.accounts.meter.remaining("proposals") <= 0:  # a rollout leads nowhere
                     return
-                if not await engine.explore_turn(partial(_starved, engine)):  # the calls left are for judging
+                if not await engine.pacing.explore_turn(partial(_starved, engine)):  # the calls left are for judging
                     return
-                task = engine.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
+                task = engine.pacing.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
                 engine.journal.counts["rollout_dispatch"] += 1
                 try:
                     rollout = await engine.rollout(name, snapshot, task, refresh=lag)
                     snapshot = rollout.snapshot
                     if rollout.reward < 1.0:
-                        engine.await_proposal(task)
+                        engine.pacing.await_proposal(task)
                     await out.send(rollout)
                 except (OutOfBudget, *_GONE):
                     return  # the budget is spent, or every proposer has stopped
@@ -114,7 +115,7 @@ async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: Wo
                     return
                 finally:
                     if rollout.reward < 1.0:  # the rollout worker marked its task busy until now
-                        engine.proposal_made(rollout.task_id)
+                        engine.pacing.proposal_made(rollout.task_id)
                 if proposed is not None:
                     feedback.waiting.add(proposed.diff.id)
                     if out.full:
@@ -185,7 +186,7 @@ async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], fee
     async with inbox, promotions:
         async for first in inbox:
             batch = await _gather(engine, inbox, first, feedback)
-            result = engine.aggregate(batch)
+            result = aggregate(engine, batch)
             feedback.waiting.difference_update(c.diff.id for c in batch)
             feedback.send_back(follow_ups(engine, result, batch))
             if engine.promotion_due:

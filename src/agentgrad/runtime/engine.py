@@ -3,7 +3,7 @@
 The engine owns the run's mutable state (budget meter, aggregator, score cache, duration estimates, counters)
 and its ports (store, event log, clock, the user's functions). The synchronous and asynchronous loops only decide
 *when* to call these stages; everything a stage does is the same in both. Stale diffs and work sent back by a step
-are handled in `stale.py`.
+are handled in `stale.py`, and the step itself, the commit path, in `step.py`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentgrad.core.artifact import Artifact, Layer, Version, content_hash
+from agentgrad.core.artifact import Artifact, Layer, content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply, fingerprint
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.library import Library, unpack
 from agentgrad.errors import ApplyConflictError, InvalidOpError, InvalidProposalError
-from agentgrad.optim.aggregator import Aggregator, StepResult
+from agentgrad.optim.aggregator import Aggregator
 from agentgrad.optim.base import Candidate, Context, Head
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.schedules import delta_schedule
@@ -32,13 +32,13 @@ from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.noisewatch import NoiseWatch
 from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.pacing import Pacing
+from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.policy import ASYNC, SYNC
-from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot, candidate_to_dict
+from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot
 from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.runtime.sections import SectionOwners
-from agentgrad.store.commit import commit_step
 from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
 from agentgrad.store.sqlite import SQLiteStore
@@ -58,13 +58,14 @@ class UserFunctions:
     repair: Callable[..., Any] | None = None
 
 
-class Engine(Pacing):
+class Engine:
     """Shared stages of a run. Not thread-safe: used from one event loop.
 
     Collaborators, each with one job: `journal` (a `Recorder`: the event log, the counters, call ids and the clock),
     `accounts` (budgeted calls and the budget meter), `gate` and `cache` (evidence and the score cache), `open`
-    (the diffs without a final verdict in the store yet) and `aggregator` (the optimizer); the rollout pacing is
-    the `Pacing` base. State of its own: the head snapshot, the noise estimate and what each commit touched.
+    (the diffs without a final verdict in the store yet), `parking` (the candidates waiting to replicate),
+    `pacing` (the rollouts' tasks and when they may start) and `aggregator` (the optimizer). State of its own: the
+    head snapshot, the noise estimate and what each commit touched.
     """
 
     def __init__(self, *, tasks: Mapping[str, Any], train: Sequence[str], val: Sequence[str], artifact: Artifact,
@@ -103,10 +104,33 @@ class Engine(Pacing):
         self.open = OpenDiffs()
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
         self.frozen_known: tuple[str, frozenset[str]] = ("", frozenset())  # (text hash, tasks): `freeze_known`
-        self.init_pacing()
         self.policy = ASYNC if config.asynchronous else SYNC  # until a loop injects its own (`runtime.policy`)
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
+        self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
+        self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
+                             gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
+                             train=self.train, sections=self.sections, head=lambda: self.head,
+                             policy=lambda: self.policy)
+
+    # -- timing and the gate's view of the cache ------------------------------------------------------------
+    def fuse_wait(self) -> float:
+        """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
+        `RunConfig.fuse_wait`, or by default four mean call durations."""
+        wait = self.config.fuse_wait
+        return 4 * self.estimator.overall if wait is None else wait
+
+    def known_tasks(self, text: str) -> frozenset[str]:
+        """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
+        synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
+        if self.policy.live_cache:
+            return self.cache.tasks(text)
+        digest, tasks = self.frozen_known
+        return tasks if digest == content_hash(text) else frozenset()
+
+    def freeze_known(self) -> None:
+        """Note the head's cached tasks now, for `known_tasks` in the synchronous runtime."""
+        self.frozen_known = (content_hash(self.head.text), self.cache.tasks(self.head.text))
 
     # -- calling run -----------------------------------------------------------------------------------------
     async def call_run(self, kind: str, text: str, task_id: str, late: Callable[[], str] | None = None,
@@ -169,7 +193,7 @@ class Engine(Pacing):
                       refresh: Callable[[Snapshot], Snapshot] | None = None) -> Rollout:
         """Run the agent with `snapshot` on a training task and score it. With `refresh`, the snapshot is
         `refresh(snapshot)` at the moment the run slot is granted (the rollout records the one it used)."""
-        reused = self.reused_rollout(worker, snapshot if refresh is None else refresh(snapshot), task_id)
+        reused = self.pacing.reused_rollout(worker, snapshot if refresh is None else refresh(snapshot), task_id)
         if reused is not None:
             return reused
         used = [snapshot]
@@ -179,12 +203,12 @@ class Engine(Pacing):
                 used[0] = refresh(used[0])
             return used[0].text
 
-        self.rollout_started(task_id)
+        self.pacing.rollout_started(task_id)
         try:
             outcome = await self.hedged_run("rollouts", snapshot.text, task_id,
                                             late=None if refresh is None else fresh)
         finally:
-            self.rollout_ended(task_id)
+            self.pacing.rollout_ended(task_id)
         snapshot = used[0]
         reward = 0.0
         if outcome.ok:
@@ -214,7 +238,7 @@ class Engine(Pacing):
         diff = self.diff_from(outcome, rollout.snapshot, diff_id, rollout.worker, f"from task {rollout.task_id}",
                               about)
         if diff is not None:
-            self.note_origin(diff.id, rollout.task_id)
+            self.pacing.note_origin(diff.id, rollout.task_id)
         return None if diff is None else Proposed(diff, rollout.snapshot, rollout)
 
     def diff_from(self, outcome: CallOutcome, base: Snapshot, diff_id: str, author: str, rationale: str,
@@ -273,10 +297,10 @@ class Engine(Pacing):
 
     def drop_open(self, diff_id: str) -> None:
         """A diff got its final verdict: it is no longer open."""
-        self.forget_origin(diff_id)
+        self.pacing.forget_origin(diff_id)
         if self.open.drop(diff_id) is not None:
             self.journal.counts["judged"] += 1
-            self.settled()
+            self.pacing.settled()
 
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:
         self.journal.counts[counter] += 1
@@ -342,56 +366,6 @@ class Engine(Pacing):
             heads.update({m.id: Head(self.head.version, texts[m.id], m.layer or Layer.L2, m.kind)
                           for m in self.library})
         return Context(heads, now=self.journal.elapsed(), noise=self.noise)
-
-    def aggregate(self, candidates: Sequence[Candidate]) -> StepResult:
-        """One optimizer step on `candidates`, committed; its inputs are logged first, for resume and replay."""
-        started = self.clock()
-        with self.journal.unit():  # its inputs, commits, verdicts, events and checkpoint: one transaction
-            result = self._step(candidates)
-        self.journal.counts["aggregate_us"] += round(1e6 * (self.clock() - started))
-        return result
-
-    def _step(self, candidates: Sequence[Candidate]) -> StepResult:
-        ctx = self.context()
-        step = self.journal.steps
-        self.journal.in_step = True
-        self.journal.emit(EventKind.STEP, {"step": step, "now": ctx.now, "head": self.head.version,
-                           "head_hash": content_hash(self.head.text), "noise": self.noise.to_dict(),
-                           "candidates": [candidate_to_dict(c) for c in candidates]})
-        result = self.aggregator.step(candidates, ctx)
-        versions = commit_step(self.store, result, candidates)
-        parent = self.head.text
-        for version, accepted in zip(versions, result.accepted, strict=False):
-            self.watch.committed(version.number, version.text, parent, [accepted.origin] if accepted.origin else [])
-            parent = version.text
-        if versions:
-            self.head = Snapshot(versions[-1].number, versions[-1].text)
-        self.finish_step(step, result, versions, candidates)
-        return result
-
-    def finish_step(self, step: int, result: StepResult, versions: Sequence[Version],
-                    candidates: Sequence[Candidate] = ()) -> None:
-        """Log a step's verdicts, commits and held work in one transaction, then write the checkpoint."""
-        rows: list[tuple[EventKind, Mapping[str, Any]]] = [(EventKind.DECISION, {**d.to_dict(), "step": step})
-                                                           for d in result.decisions]
-        rows += [(EventKind.COMMIT, {"artifact": v.artifact_id, "version": v.number, "diff": v.diff_id})
-                 for v in versions]
-        held = [{"candidate": candidate_to_dict(c), "outcome": result.decision_for(c.diff.id).outcome.value}
-                for c in result.held]
-        rows.append((EventKind.STEP_DONE, {"step": step, "held": held, "versions": [v.number for v in versions]}))
-        self.journal.emit_many(rows)
-        final = {d.diff_id for d in result.decisions if d.outcome.final}
-        self.noise = self.watch.flush(self.noise.added(c.evidence for c in candidates if c.diff.id in final))
-        for decision in result.decisions:
-            self.journal.counts[f"decision_{decision.outcome.value}"] += 1
-            self.drop_open(decision.diff_id)
-        self.hold_open([c.diff for c in result.held])  # the store keeps only final verdicts
-        self.journal.steps = step + 1
-        for version in versions:
-            if self.config.promote_every > 0 and self.promotion.observe_accepted(version.artifact_id):
-                self.promotion_due = True
-        self.journal.in_step = False
-        self.checkpoint()
 
     def checkpoint(self, wall_time: float | None = None) -> None:
         """Write the resumable state (`state_dict`; the elapsed time, or `wall_time` when given), unless a step

@@ -1,7 +1,7 @@
 """Pacing the rollouts under one budget of calls: explore only while the judging of what is in the pipeline is
 covered (`runtime.split`) and the gate is not behind.
 
-`Pacing` is the part of the engine that picks a rollout's task (`pick_task`), decides whether a rollout may start
+`Pacing` is the engine's collaborator (`engine.pacing`) that picks a rollout's task (`pick_task`), decides whether a rollout may start
 now (`explore_allowed`), lets an asynchronous rollout worker wait for a verdict to free calls (`explore_turn`), and
 serves a rollout from the gate's own run of the same head on the same task when it has one (`reused_rollout`: the
 same call, so none is made and no budget is drawn on; each kept output serves one rollout, and counts as
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
 
 import anyio
 
 from agentgrad.core.artifact import content_hash
 from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.config import RunConfig
+from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.opendiffs import OpenDiffs
 from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.policy import LoopPolicy
@@ -35,38 +35,27 @@ STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening mea
 
 
 class Pacing:
-    """Rollout pacing. State (`init_pacing`): `exploring`, the rollouts in flight, and `rolling`, their tasks;
-    `origins`, the origin task of each open proposal; `parking`, the candidates waiting to replicate; the epoch
-    order of the training tasks; and an event set when a diff gets its final verdict (`settled`). The engine keeps
-    `open`, the diffs without a final verdict."""
+    """Rollout pacing, a collaborator of the engine. State: `exploring`, the rollouts in flight, and `rolling`, their
+    tasks; `origins`, the origin task of each open proposal; `awaiting`, the tasks whose failed rollout waits for
+    its proposal; the epoch order of the training tasks; and an event set when a diff gets its final verdict
+    (`settled`). It reads the engine's other collaborators, passed in: the diffs without a final verdict (`open`),
+    the candidates waiting to replicate (`parking`), the gate, the score cache and the budgets; and the head and the
+    loop's policy through `head()` and `policy()`, as they change during a run."""
 
-    config: RunConfig
-    journal: Recorder
-    accounts: Accounts
-    clock: Callable[[], float]
-    estimator: DurationEstimator
-    gate: Any
-    open: OpenDiffs
-    exploring: int
-    _settled: anyio.Event | None
-    train: list[str]
-    cache: ScoreCache
-    head: Snapshot
-    _epochs: dict[int, list[str]]
-    parking: Parking
-    policy: LoopPolicy
-    frozen_known: tuple[str, frozenset[str]]
-    sections: SectionOwners | None  # section-parallel mode: who owns which section (`runtime.sections`)
-
-    def init_pacing(self) -> None:
+    def __init__(self, *, config: RunConfig, journal: Recorder, accounts: Accounts, estimator: DurationEstimator,
+                 gate: Gate, cache: ScoreCache, open_diffs: OpenDiffs, parking: Parking, train: Sequence[str],
+                 sections: SectionOwners | None, head: Callable[[], Snapshot],
+                 policy: Callable[[], LoopPolicy]) -> None:
+        self.config, self.journal, self.accounts, self.estimator = config, journal, accounts, estimator
+        self.gate, self.cache, self.open, self.parking = gate, cache, open_diffs, parking
+        self.train, self.sections, self.head, self.policy = list(train), sections, head, policy
         self.exploring = 0
         self.rolling: Counter[str] = Counter()
         self.origins: dict[str, str] = {}  # open diff id -> the task it was proposed from
         self._near: frozenset[str] | None = None  # the tasks like those origins (`Gate.neighbours`), while unchanged
         self.awaiting: Counter[str] = Counter()  # tasks whose failed rollout waits for its proposal (async)
-        self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
-        self._epochs = {}
-        self._settled = None
+        self._epochs: dict[int, list[str]] = {}
+        self._settled: anyio.Event | None = None
 
     def rollout_started(self, task_id: str) -> None:
         self.exploring += 1
@@ -107,7 +96,7 @@ class Pacing:
 
     def _solver(self) -> Callable[[str], bool]:
         """`solved(task)`: the head is known to solve the task (its cached score is 1)."""
-        head, scores = content_hash(self.head.text), self.cache.scores
+        head, scores = content_hash(self.head().text), self.cache.scores
         return lambda task_id: scores.get((head, task_id), 0.0) >= 1.0
 
     def _order(self, epoch: int) -> list[str]:
@@ -181,7 +170,7 @@ class Pacing:
     def _pipeline(self) -> int:
         """The most proposals between a rollout's start and their verdict under `Budget.calls`: the loop's
         `LoopPolicy.pipeline`, else `BACKLOG` times the gate workers."""
-        depth = self.policy.pipeline
+        depth = self.policy().pipeline
         return BACKLOG * self.config.workers.gate if depth is None else depth
 
     def _figures(self) -> SplitFigures:
@@ -216,22 +205,3 @@ class Pacing:
             self._settled = anyio.Event()
         with anyio.move_on_after(max(0.005, 4 * self.estimator.overall)):
             await self._settled.wait()
-
-    # -- timing and the gate's view of the cache -----------------------------------------------------------------------
-    def fuse_wait(self) -> float:
-        """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
-        `RunConfig.fuse_wait`, or by default four mean call durations."""
-        wait = self.config.fuse_wait
-        return 4 * self.estimator.overall if wait is None else wait
-
-    def known_tasks(self, text: str) -> frozenset[str]:
-        """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
-        synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
-        if self.policy.live_cache:
-            return self.cache.tasks(text)
-        digest, tasks = self.frozen_known
-        return tasks if digest == content_hash(text) else frozenset()
-
-    def freeze_known(self) -> None:
-        """Note the head's cached tasks now, for `known_tasks` in the synchronous runtime."""
-        self.frozen_known = (content_hash(self.head.text), self.cache.tasks(self.head.text))

@@ -106,7 +106,7 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
         if not engine.accounts.affordable("gate_evals", 1):
             return None  # nothing can decide it (nor the change it waits for): it stays open; the run's end says so
         if engine.policy.wait_deferred:
-            await engine.until_settled()  # the change it waits for is being checked: no point coming back at once
+            await engine.pacing.until_settled()  # the change it waits for is being checked: no use coming back now
     base = Snapshot(diff.base_version, engine.store.version(diff.artifact_id, diff.base_version).text)
     proposed = await admit(engine, Proposed(diff, base, None))
     if proposed is None:

@@ -30,6 +30,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck, release_parked
+from agentgrad.runtime.step import aggregate
 
 R = TypeVar("R")
 Work = list[tuple[Candidate, Outcome]]
@@ -76,11 +77,11 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     workers = engine.config.workers
     snapshot = engine.head
     n = _affordable(engine, "rollouts", workers.rollout) if not engine.idle() else 0
-    while n > 0 and not engine.explore_allowed(n - 1):  # the calls left are for judging
+    while n > 0 and not engine.pacing.explore_allowed(n - 1):  # the calls left are for judging
         n -= 1
     tasks: list[str] = []
     for w in range(n):
-        tasks.append(engine.pick_task(round_no * workers.rollout + w, avoid=tasks, worker=w))
+        tasks.append(engine.pacing.pick_task(round_no * workers.rollout + w, avoid=tasks, worker=w))
     rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
                              limit=workers.rollout, order=start_order(engine, tasks))
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]
@@ -143,7 +144,7 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
             batch = await run_round(engine, round_no, held)
             held = []
             if batch:
-                held = follow_ups(engine, engine.aggregate(batch), batch)
+                held = follow_ups(engine, aggregate(engine, batch), batch)
                 await maybe_promote(engine)
             elif engine.journal.calls == calls and not had_work:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
