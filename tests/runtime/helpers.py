@@ -15,7 +15,8 @@ import anyio
 from agentgrad.core.decision import Outcome
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
-from agentgrad.runtime.engine import Engine, UserFunctions
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.evaluator import UserFunctions
 from agentgrad.runtime.evolve import _aggregator, _open_run, evolve
 from agentgrad.runtime.result import Result
 from agentgrad.runtime.resume import ReplayReport, replay

@@ -1,4 +1,5 @@
-"""Every stateful collaborator of a run round-trips through its state dict (as JSON), after a real run."""
+"""Every stateful collaborator of a run round-trips through its state dict (as JSON), after a real run; the engine
+holds its collaborators (none is a base class), and the calls of `run` know nothing of the score cache."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from agentgrad.optim.aggregator import Aggregator
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.runtime.budget import Ledger
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.evaluator import Evaluator
 from agentgrad.runtime.evolve import _aggregator
 from agentgrad.runtime.opendiffs import OpenDiffs
+from agentgrad.runtime.pacing import Pacing
 from agentgrad.runtime.resume import restore
 from agentgrad.runtime.scheduler import DurationEstimator
+from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.store.promotion import Promotion
 from agentgrad.testing.agents import WorldAgent
 from tests.runtime.helpers import BUDGET, WORLD, agent, on_engine, run
@@ -41,5 +45,18 @@ def test_each_collaborator_of_a_resumed_run_round_trips_through_json(tmp_path: P
         assert NoiseEstimate.load(_json(engine.noise.to_dict())) == engine.noise
         state = _json(engine.state_dict())
         assert state["aggregator"] == engine.aggregator.state_dict()
+
+    on_engine(tmp_path, check, budget=BUDGET)
+
+
+def test_the_engine_holds_its_collaborators_and_the_calls_of_run_know_no_cache(tmp_path: Path) -> None:
+    async def check(engine: Engine, bot: WorldAgent) -> None:
+        assert Engine.__mro__ == (Engine, object)  # composed, not inherited
+        assert isinstance(engine.pacing, Pacing) and isinstance(engine.evaluator, Evaluator)
+        assert not any(isinstance(v, ScoreCache) for v in vars(engine.evaluator).values())  # no cache <-> loader cycle
+        task = engine.train[0]
+        score = await engine.cache.get(engine.head.text, task)  # a miss: one call of run, through the evaluator
+        assert bot.runs == 1 and engine.cache.reusable(engine.head.text, task) is not None  # its output was kept
+        assert await engine.cache.get(engine.head.text, task) == score and bot.runs == 1
 
     on_engine(tmp_path, check, budget=BUDGET)

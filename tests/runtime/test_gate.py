@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -16,7 +17,7 @@ from agentgrad.optim.stats import posterior_summary
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.gate import Gate, GateConfig, verdict_is_certain
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
-from agentgrad.runtime.scorecache import ScoreCache
+from agentgrad.runtime.scorecache import ScoreCache, Scored
 
 LEVELS = (0.0, 0.5, 1.0)
 PAIRS = [(b, c) for b in LEVELS for c in LEVELS]
@@ -78,6 +79,13 @@ class _Scores:
         self.calls[text] += 1
         await anyio.sleep(0)
         return self.table[text][task_id]
+
+
+def _scored(scores: _Scores) -> Callable[[str, str], Awaitable[Scored]]:
+    """The fake scores as a score cache's loader."""
+    async def compute(text: str, task_id: str) -> Scored:
+        return Scored(await scores(text, task_id))
+    return compute
 
 
 def _gate(scores: _Scores, val: list[str], *, early_stop: bool = True, chunk: int = 4) -> Gate:
@@ -144,7 +152,7 @@ def test_base_scores_are_shared_by_candidates_on_the_same_base() -> None:
     val = [f"v{i}" for i in range(6)]
     table = {"base": dict.fromkeys(val, 0.0), "a": dict.fromkeys(val, 0.0), "b": dict.fromkeys(val, 0.0)}
     scores = _Scores(table)
-    cache = ScoreCache(scores)
+    cache = ScoreCache(_scored(scores))
     gate = Gate(cache.get, val, GateConfig(chunk=6, early_stop=False), seed=0, margin=0.02,
                 estimator=DurationEstimator())
 
@@ -323,7 +331,7 @@ def test_a_cached_base_score_is_read_not_awaited_and_only_the_candidate_is_score
     val = [f"v{i}" for i in range(6)]
     table = {"base": dict.fromkeys(val, 0.0), "cand": dict.fromkeys(val, 1.0)}
     scores = _Scores(table)
-    cache = ScoreCache(scores)
+    cache = ScoreCache(_scored(scores))
     for task in val:
         cache.put("base", task, 0.0)  # e.g. from rollouts on the head
     asked: list[tuple[str, str]] = []

@@ -18,7 +18,8 @@ from agentgrad.data.task import Task
 from agentgrad.runtime.async_loop import run_async
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.engine import Engine, UserFunctions
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.evaluator import UserFunctions
 from agentgrad.runtime.evolve import _aggregator, _open_run
 from agentgrad.runtime.records import Rollout, Snapshot
 from agentgrad.testing.agents import WorldAgent

@@ -18,7 +18,8 @@ from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.core.evidence import Evidence
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
-from agentgrad.runtime.engine import Engine, UserFunctions
+from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.evaluator import UserFunctions
 from agentgrad.runtime.evolve import _aggregator, _open_run, evolve
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Snapshot

@@ -5,16 +5,16 @@ from __future__ import annotations
 import anyio
 
 from agentgrad.runtime.budget import OutOfBudget
-from agentgrad.runtime.scorecache import ScoreCache
+from agentgrad.runtime.scorecache import ScoreCache, Scored
 
 
 def test_cache_deduplicates_concurrent_identical_requests() -> None:
     started = {"n": 0}
 
-    async def compute(text: str, task_id: str) -> float:
+    async def compute(text: str, task_id: str) -> Scored:
         started["n"] += 1
         await anyio.sleep(0.01)
-        return 0.75
+        return Scored(0.75)
 
     cache = ScoreCache(compute)
     results: list[float] = []
@@ -37,12 +37,12 @@ def test_cache_deduplicates_concurrent_identical_requests() -> None:
 def test_a_failed_computation_is_not_cached_and_waiters_retry() -> None:
     attempts = {"n": 0}
 
-    async def compute(text: str, task_id: str) -> float:
+    async def compute(text: str, task_id: str) -> Scored:
         attempts["n"] += 1
         await anyio.sleep(0.001)
         if attempts["n"] == 1:
             raise OutOfBudget("gate_evals")
-        return 0.5
+        return Scored(0.5)
 
     cache = ScoreCache(compute)
     outcomes: list[object] = []
@@ -66,9 +66,9 @@ def test_a_failed_computation_is_not_cached_and_waiters_retry() -> None:
 def test_peek_reads_the_cache_without_computing() -> None:
     computed: list[str] = []
 
-    async def compute(text: str, task_id: str) -> float:
+    async def compute(text: str, task_id: str) -> Scored:
         computed.append(text)
-        return 0.5
+        return Scored(0.5)
 
     cache = ScoreCache(compute)
     assert cache.peek("t", "a") is None and cache.hits == 0

@@ -9,7 +9,7 @@ are handled in `stale.py`, and the step itself, the commit path, in `step.py`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agentgrad.core.artifact import Artifact, Layer, content_hash
@@ -26,6 +26,7 @@ from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.budget import Budget, Ledger
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
+from agentgrad.runtime.evaluator import Evaluator, UserFunctions
 from agentgrad.runtime.gate import Gate
 from agentgrad.runtime.health import RunHealth
 from agentgrad.runtime.locality import Locality
@@ -37,7 +38,7 @@ from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot
 from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator
-from agentgrad.runtime.scorecache import ScoreCache
+from agentgrad.runtime.scorecache import ScoreCache, Scored
 from agentgrad.runtime.sections import SectionOwners
 from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
@@ -45,27 +46,16 @@ from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.base import Strategy, make_diff
 
 Callback = Callable[[str, Mapping[str, Any]], None]
-ROLLOUT_PATIENCE = 4.0  # a rollout is cut off at this many times the gate's hedge patience
-
-
-@dataclass(frozen=True)
-class UserFunctions:
-    """The user's integration points: `run`, `propose`, `reward`, and the optional stale-diff `repair`."""
-
-    run: Callable[..., Any]
-    propose: Callable[..., Any]
-    reward: Callable[..., Any]
-    repair: Callable[..., Any] | None = None
 
 
 class Engine:
     """Shared stages of a run. Not thread-safe: used from one event loop.
 
     Collaborators, each with one job: `journal` (a `Recorder`: the event log, the counters, call ids and the clock),
-    `accounts` (budgeted calls and the budget meter), `gate` and `cache` (evidence and the score cache), `open`
-    (the diffs without a final verdict in the store yet), `parking` (the candidates waiting to replicate),
-    `pacing` (the rollouts' tasks and when they may start) and `aggregator` (the optimizer). State of its own: the
-    head snapshot, the noise estimate and what each commit touched.
+    `accounts` (budgeted calls and the budget meter), `evaluator` (the calls of `run`), `gate` and `cache`
+    (evidence and the score cache), `open` (the diffs without a final verdict in the store yet), `parking` (the
+    candidates waiting to replicate), `pacing` (the rollouts' tasks and when they may start) and `aggregator` (the
+    optimizer). State of its own: the head snapshot, the noise estimate and what each commit touched.
     """
 
     def __init__(self, *, tasks: Mapping[str, Any], train: Sequence[str], val: Sequence[str], artifact: Artifact,
@@ -87,7 +77,11 @@ class Engine:
         self.estimator = DurationEstimator()
         self.promotion = Promotion(max(1, config.promote_every))
         self.promotion_due = False
-        self.cache = ScoreCache(self._score_uncached)
+        self.health = RunHealth(config.workers.run_slots, self.journal.counts)
+        self.evaluator = Evaluator(tasks=tasks, strategy=strategy, user=user, config=config, accounts=self.accounts,
+                                   slots=self.run_slots, estimator=self.estimator, journal=self.journal,
+                                   health=self.health, policy=lambda: self.policy)
+        self.cache = ScoreCache(self._score)
         self.delta = delta_schedule(config.acceptance.delta)
         widened = config.gate.widened(len(self.val))
         self.pool = self.val + (self.train if widened else [])  # the tasks the gate may score
@@ -99,7 +93,6 @@ class Engine:
                          noise=lambda: self.noise)
         self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
         self.watch = NoiseWatch(self.gate.far, lambda text, task: self.cache.scores.get((content_hash(text), task)))
-        self.health = RunHealth(config.workers.run_slots, self.journal.counts)
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
         self.open = OpenDiffs()
         self.touched: dict[int, frozenset[str] | None] = {}  # version -> tasks its commit changed (`stale.py`)
@@ -133,50 +126,11 @@ class Engine:
         self.frozen_known = (content_hash(self.head.text), self.cache.tasks(self.head.text))
 
     # -- calling run -----------------------------------------------------------------------------------------
-    async def call_run(self, kind: str, text: str, task_id: str, late: Callable[[], str] | None = None,
-                       patience: float | None = None) -> CallOutcome:
-        """One budgeted, slot-bounded call of the user's `run` on `task_id` with `text` rendered (or, with `late`,
-        the text `late()` gives once the slot is granted); a call cut off at its `patience` is returned as a
-        straggler, not as evidence."""
-        task = self.tasks[task_id]
-        args = (self.strategy.render(text) if late is None else "", task)  # with `late`, replaced by its result
-        lazy = None if late is None else (lambda: (self.strategy.render(late()), task))
-        outcome = await self.accounts.budgeted(kind, self.user.run, args, self.run_slots, task_id, text_result=True,
-                                      late=lazy, patience=patience)
-        if outcome.straggler:
-            return outcome
-        if self.estimator.observe(task_id, outcome.seconds):
-            self.journal.counts["stragglers"] += 1
-        self.health.observe(None if outcome.ok else str(outcome.error))
-        return outcome
-
-    async def hedged_run(self, kind: str, text: str, task_id: str,
-                         late: Callable[[], str] | None = None) -> CallOutcome:
-        """`call_run`; in the asynchronous runtime, a call still running `RunConfig.hedge` times its task's
-        expected duration (from slot grant) is cut off and started again once (a hedge against a stuck request:
-        at the end of a run, one such call would hold the whole run). The cut-off call is charged, so under
-        `Budget.calls` a gate call gets a rollout's patience too."""
-        expected = self.estimator.estimate(task_id)
-        if not self.policy.hedge or not self.config.hedge or expected <= 0:
-            return await self.call_run(kind, text, task_id, late=late)
-        # a slow rollout holds nothing back until the end of a run, and cutting one off wastes it: far more patience
-        patient = kind == "rollouts" or self.accounts.meter.budget.calls is not None
-        patience = self.config.hedge * expected * (ROLLOUT_PATIENCE if patient else 1.0)
-        outcome = await self.call_run(kind, text, task_id, late=late, patience=patience)
-        if not outcome.straggler:
-            return outcome
-        self.journal.counts["hedged_calls"] += 1
-        return await self.call_run(kind, text, task_id, late=late)
-
-    async def _score_uncached(self, text: str, task_id: str) -> float:
-        outcome = await self.hedged_run("gate_evals", text, task_id)
-        score = 0.0
-        if outcome.ok:
-            score = await self.accounts.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
-            if isinstance(outcome.value, str):
-                self.cache.put_output(text, task_id, outcome.value)
-        self.watch.scored(text, task_id, score)
-        return score
+    async def _score(self, text: str, task_id: str) -> Scored:
+        """A gate call on a cache miss (`Evaluator.score`), noted by the noise watch."""
+        scored = await self.evaluator.score(text, task_id)
+        self.watch.scored(text, task_id, scored.score)
+        return scored
 
     # -- rollouts and proposals ------------------------------------------------------------------------------
     def idle(self) -> bool:
@@ -205,14 +159,12 @@ class Engine:
 
         self.pacing.rollout_started(task_id)
         try:
-            outcome = await self.hedged_run("rollouts", snapshot.text, task_id,
-                                            late=None if refresh is None else fresh)
+            outcome = await self.evaluator.hedged_run("rollouts", snapshot.text, task_id,
+                                                      late=None if refresh is None else fresh)
         finally:
             self.pacing.rollout_ended(task_id)
         snapshot = used[0]
-        reward = 0.0
-        if outcome.ok:
-            reward = await self.accounts.caller.reward(self.user.reward, self.tasks[task_id], task_id, outcome.value)
+        reward = await self.evaluator.reward(task_id, outcome)
         self.cache.put(snapshot.text, task_id, reward)
         self.watch.scored(snapshot.text, task_id, reward)
         self.journal.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,

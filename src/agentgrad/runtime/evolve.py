@@ -24,7 +24,8 @@ from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.async_loop import run_async
 from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget, OutOfBudget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.engine import Callback, Engine, UserFunctions
+from agentgrad.runtime.engine import Callback, Engine
+from agentgrad.runtime.evaluator import UserFunctions
 from agentgrad.runtime.result import Result, RunUsage
 from agentgrad.runtime.resume import restore
 from agentgrad.runtime.smalldata import gate_power

@@ -1,12 +1,11 @@
 """Pacing the rollouts under one budget of calls: explore only while the judging of what is in the pipeline is
 covered (`runtime.split`) and the gate is not behind.
 
-`Pacing` is the engine's collaborator (`engine.pacing`) that picks a rollout's task (`pick_task`), decides whether a rollout may start
-now (`explore_allowed`), lets an asynchronous rollout worker wait for a verdict to free calls (`explore_turn`), and
-serves a rollout from the gate's own run of the same head on the same task when it has one (`reused_rollout`: the
-same call, so none is made and no budget is drawn on; each kept output serves one rollout, and counts as
-`reused_rollouts`).
-"""
+`Pacing` is the engine's collaborator (`engine.pacing`) that picks a rollout's task (`pick_task`), decides whether
+a rollout may start now (`explore_allowed`), lets an asynchronous rollout worker wait for a verdict to free calls
+(`explore_turn`), and serves a rollout from the gate's own run of the same head on the same task when it has one
+(`reused_rollout`: the same call, so none is made and no budget is drawn on; each kept output serves one rollout,
+and counts as `reused_rollouts`)."""
 
 from __future__ import annotations
 

@@ -8,16 +8,26 @@ bounded number), so that a rollout of a head on a task the gate already ran it o
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 
 from agentgrad.core.artifact import content_hash
 
 
-class ScoreCache:
-    """Caches `compute(text, task_id)`; `get` waits for an in-flight computation of the same key."""
+@dataclass(frozen=True)
+class Scored:
+    """What a computation of a score gives: the score, and the output of the run behind it when it is a text."""
 
-    def __init__(self, compute: Callable[[str, str], Awaitable[float]], *, max_entries: int = 200_000,
+    score: float
+    output: str | None = None
+
+
+class ScoreCache:
+    """Caches `compute(text, task_id)` (a `Scored`: the score, kept, and the run's output, kept for reuse); `get`
+    waits for an in-flight computation of the same key."""
+
+    def __init__(self, compute: Callable[[str, str], Awaitable[Scored]], *, max_entries: int = 200_000,
                  max_outputs: int = 4_096) -> None:
         self.compute = compute
         self.max_entries, self.max_outputs = max_entries, max_outputs
@@ -72,9 +82,11 @@ class ScoreCache:
         self.misses += 1
         event = self.pending[key] = anyio.Event()
         try:
-            score = await self.compute(text, task_id)
-            self.put(text, task_id, score)
+            scored = await self.compute(text, task_id)
+            self.put(text, task_id, scored.score)
+            if scored.output is not None:
+                self.put_output(text, task_id, scored.output)
         finally:
             del self.pending[key]
             event.set()
-        return score
+        return scored.score
