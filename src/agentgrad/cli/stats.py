@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentgrad.store.events import Event
@@ -73,6 +73,17 @@ class RunStats:
             self.budget = dict(config.get("budget") or {})
             slots = (config.get("run") or {}).get("workers", {}).get("slots")
             self.slots = int(slots) if isinstance(slots, int) else None
+
+    def snapshot(self) -> RunStats:
+        """A copy that later feeding does not change (each container copied; the events' payloads are shared, as
+        nothing changes them), for a reader while the original keeps being fed."""
+        return replace(self, dispatched=Counter(self.dispatched), done=Counter(self.done),
+                       errors=Counter(self.errors), open_calls=dict(self.open_calls), actual=dict(self.actual),
+                       proposal_failed=Counter(self.proposal_failed), verdicts=dict(self.verdicts),
+                       commits=list(self.commits), scores={v: dict(s) for v, s in self.scores.items()},
+                       recent=deque(self.recent, maxlen=self.recent.maxlen),
+                       finish_times=deque(self.finish_times, maxlen=self.finish_times.maxlen),
+                       session_used=dict(self.session_used), _candidates=dict(self._candidates))
 
     def feed(self, events: Iterable[Event]) -> None:
         """Take events in log order (each one once)."""

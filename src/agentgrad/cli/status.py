@@ -4,12 +4,15 @@ on what a killed process left."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agentgrad.cli.config import ConfigSource, parse_text
 from agentgrad.cli.rundir import RunDir
 from agentgrad.cli.stats import LIMITS, STAGES, RunStats
 from agentgrad.errors import ConfigError
+
+StatsReader = Callable[[RunDir], tuple[RunStats, dict[str, Any]]]
 
 
 def read_stats(target: RunDir) -> tuple[RunStats, dict[str, Any]]:
@@ -58,9 +61,10 @@ def _artifacts(target: RunDir) -> dict[str, dict[str, int]]:
     return {a: {"dev": v.number, "stable": stable[a].number} for a, v in dev.items()}
 
 
-def run_status(target: RunDir) -> dict[str, Any]:
-    """A JSON-ready account of the run: state, budget use against limits, calls, verdicts, rewards, checkpoint."""
-    stats, checkpoint = read_stats(target)
+def run_status(target: RunDir, read: StatsReader | None = None) -> dict[str, Any]:
+    """A JSON-ready account of the run: state, budget use against limits, calls, verdicts, rewards, checkpoint.
+    `read` folds the event log (default: `read_stats`, the whole log; the service passes its cache's)."""
+    stats, checkpoint = (read or read_stats)(target)
     note = target.cli_state() or {}
     state, pid = _state(target, stats, note)
     used = stats.used()

@@ -3,7 +3,7 @@ request (`service_of`): no module-level state."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
@@ -12,17 +12,19 @@ from agentgrad.service.auth import TokenBook
 from agentgrad.service.errors import not_found
 from agentgrad.service.jobs import Job, JobTable
 from agentgrad.service.settings import Settings
+from agentgrad.service.statscache import StatsCache
 from agentgrad.service.supervisor import Supervisor
 
 
 @dataclass(frozen=True)
 class Service:
-    """Settings, the jobs table, the supervisor and the accepted tokens."""
+    """Settings, the jobs table, the supervisor, the accepted tokens and each run's counters (`StatsCache`)."""
 
     settings: Settings
     jobs: JobTable
     supervisor: Supervisor
     tokens: TokenBook
+    stats: StatsCache = field(default_factory=StatsCache)
 
     def job(self, job_id: str) -> Job:
         """The job with this id, else a 404."""

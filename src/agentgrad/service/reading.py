@@ -12,7 +12,7 @@ from typing import Any
 
 from agentgrad.cli.rundir import RunDir
 from agentgrad.cli.stats import LIMITS, RUN_KINDS, STAGES, RunStats
-from agentgrad.cli.status import read_stats
+from agentgrad.cli.status import StatsReader, read_stats
 from agentgrad.core.decision import Outcome
 from agentgrad.service.errors import not_found
 from agentgrad.service.rendering import unified
@@ -120,9 +120,9 @@ def why(target: RunDir, diff_id: str) -> dict[str, Any]:
         return store.why(diff_id)
 
 
-def usage(target: RunDir) -> dict[str, Any]:
+def usage(target: RunDir, read: StatsReader = read_stats) -> dict[str, Any]:
     """Budget use against limits, calls in flight and done per stage, and throughput against its limit."""
-    stats, checkpoint = read_stats(target)
+    stats, checkpoint = read(target)
     used = stats.used()
     budget = {k: {"used": used[k], "limit": stats.limit(k)} for k in LIMITS[:-1]}
     budget["wall_time"] = {"used": float(checkpoint.get("wall_time", 0.0)), "limit": stats.limit("wall_time")}
@@ -135,9 +135,9 @@ def usage(target: RunDir) -> dict[str, Any]:
             "verdicts": dict(stats.outcome_counts()), "commits": len(stats.commits), "seq": stats.seq}
 
 
-def rewards(target: RunDir) -> dict[str, Any]:
+def rewards(target: RunDir, read: StatsReader = read_stats) -> dict[str, Any]:
     """The validation reward of each scored version at its commit time, and the held-out reward at the end."""
-    stats, _ = read_stats(target)
+    stats, _ = read(target)
     t0 = stats.first_at or 0.0
     scores = stats.val_rewards()
     points = [(0, 0.0, 0), *((c.version, c.at - t0, c.rollouts) for c in stats.commits)]
@@ -153,6 +153,6 @@ def rewards(target: RunDir) -> dict[str, Any]:
     return {"validation": validation, "held_out": held_out}
 
 
-def stats_of(target: RunDir) -> RunStats:
+def stats_of(target: RunDir, read: StatsReader = read_stats) -> RunStats:
     """The run's counters (for the dashboard's summary)."""
-    return read_stats(target)[0]
+    return read(target)[0]

@@ -124,8 +124,8 @@ def _head_text(target: RunDir, artifact_id: str) -> str:
 def _side(service: Service, job_id: str) -> dict[str, Any]:
     target = service.run_dir(job_id)
     texts = {a["id"]: _head_text(target, a["id"]) for a in reading.artifacts(target)}
-    return {"job": job_out(service.job(job_id)), "status": run_status(target), "texts": texts,
-            "rewards": reading.rewards(target)}
+    return {"job": job_out(service.job(job_id)), "status": run_status(target, service.stats.read), "texts": texts,
+            "rewards": reading.rewards(target, service.stats.read)}
 
 
 @router.get("/compare", response_class=HTMLResponse)

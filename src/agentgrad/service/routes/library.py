@@ -75,9 +75,9 @@ def why(service: ServiceDep, who: Reader, job_id: JobId, diff_id: DiffId) -> Why
 
 @router.get("/usage", response_model=Usage, summary="Budgets, in-flight work and throughput against its limit")
 def usage(service: ServiceDep, who: Reader, job_id: JobId) -> Usage:
-    return Usage(**reading.usage(service.run_dir(job_id)))
+    return Usage(**reading.usage(service.run_dir(job_id), service.stats.read))
 
 
 @router.get("/rewards", response_model=Rewards, summary="Validation and held-out reward over time")
 def rewards(service: ServiceDep, who: Reader, job_id: JobId) -> Rewards:
-    return Rewards(**reading.rewards(service.run_dir(job_id)))
+    return Rewards(**reading.rewards(service.run_dir(job_id), service.stats.read))

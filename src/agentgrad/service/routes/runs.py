@@ -50,7 +50,7 @@ def start_run(service: ServiceDep, who: Writer, request: StartRun) -> JobOut:
 def get_run(service: ServiceDep, who: Reader, job_id: JobId) -> RunOut:
     job = service.job(job_id)
     target = RunDir(job.run_dir)
-    return RunOut(job=job_out(job), status=run_status(target) if target.exists() else None)
+    return RunOut(job=job_out(job), status=run_status(target, service.stats.read) if target.exists() else None)
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=JobOut, summary="Stop a running run cleanly")
