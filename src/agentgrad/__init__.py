@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
     from agentgrad.runtime.evolve import evolve
     from agentgrad.runtime.gate import GateConfig
+    from agentgrad.runtime.isolated import in_subprocess
     from agentgrad.runtime.result import Result
 
 # The entry points, imported when first used: `import agentgrad` stays light (no numpy, scipy, anyio or dulwich).
@@ -82,7 +83,7 @@ _ENTRY_POINTS = {
     "Staleness": "agentgrad.runtime.config", "StalePolicy": "agentgrad.runtime.config",
     "GateConfig": "agentgrad.runtime.gate", "Result": "agentgrad.runtime.result",
     "Pipeline": "agentgrad.agents.pipeline", "PipelineStage": "agentgrad.agents.pipeline",
-    "Blame": "agentgrad.agents.pipeline",
+    "Blame": "agentgrad.agents.pipeline", "in_subprocess": "agentgrad.runtime.isolated",
 }
 
 
@@ -99,6 +100,6 @@ __all__ = [
     "ProposeFn", "RepairFn", "Result", "RewardError", "RewardFn", "Row", "RunConfig", "RunFailedError", "RunFn",
     "Scope", "Splits", "StaleHeadError", "StalePolicy", "Staleness", "StateDictError", "SystemicError", "Task",
     "UnknownArtifactError", "UnknownVersionError", "Version", "Workers", "apply", "compose", "evolve", "evolve_skill",
-    "fingerprint", "invert", "load_set", "rebase", "split",
+    "fingerprint", "in_subprocess", "invert", "load_set", "rebase", "split",
 ]
 __version__ = "0.1.0"

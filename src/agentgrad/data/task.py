@@ -62,6 +62,11 @@ class Task:
         """A JSON-ready dict (if `expected` and `meta` are); `Task.from_dict` reverses it."""
         return {"id": self.id, "input": self.input, "expected": self.expected, "meta": dict(self.meta)}
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Copied to another process (`runtime.isolated.in_subprocess`) as its dict: the read-only `meta` view
+        cannot be pickled itself. Only for crossing a process boundary; nothing is stored this way."""
+        return (Task.from_dict, (self.to_dict(),))
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Task:
         """Build a task from `to_dict` output."""

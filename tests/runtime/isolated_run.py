@@ -1,0 +1,28 @@
+"""A synchronous `run` for the subprocess tests (`runtime.isolated`): importable by a worker process, it answers as
+the small reference world of `helpers` does, and its first call hangs when `MARK` names a file to leave its pid in."""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import cache
+from pathlib import Path
+
+from agentgrad.data.task import Task
+from agentgrad.testing.world import ReferenceWorld, WorldConfig
+
+MARK = "AGENTGRAD_TEST_HANG_MARK"
+
+
+@cache
+def _world() -> ReferenceWorld:
+    return ReferenceWorld(WorldConfig(n_categories=4, tasks_per_category=40))  # as `helpers.WORLD`
+
+
+def solve(rendered: str, task: Task) -> str:
+    """'solved' or 'failed' for the world; the first call of a run with `MARK` set hangs (for ten minutes)."""
+    mark = os.environ.get(MARK)
+    if mark and not Path(mark).exists():
+        Path(mark).write_text(str(os.getpid()))
+        time.sleep(600)
+    return "solved" if _world().solve(rendered, task.id) >= 1.0 else "failed"
