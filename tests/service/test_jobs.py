@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -92,3 +93,39 @@ def test_a_job_whose_worker_was_killed_is_resumed_by_the_supervisor(tmp_path: Pa
         assert done["state"] == "finished" and done["pid"] != job["pid"]
         after = _committed(run_dir)
         assert after[:len(before)] == before
+
+
+HOOKED = """[task]
+set = "dates"
+
+[model]
+run = "hook_probe:run"
+propose = "hook_probe:propose"
+
+[budget]
+calls = 6
+"""
+PROBE = """import pathlib
+pathlib.Path(__file__).with_name("imported-by-" + str(__import__("os").getpid())).write_text("x")
+
+
+def run(prompt, task):
+    return "no"
+
+
+def propose(prompt, task, output, reward):
+    return []
+"""
+
+
+def test_a_submitted_configuration_is_checked_without_importing_its_functions_in_the_web_process(
+        tmp_path: Path) -> None:
+    (tmp_path / "hook_probe.py").write_text(PROBE)
+    with client(tmp_path) as api:
+        job = start(api, HOOKED)
+        assert "hook_probe" not in sys.modules  # the web process checked the names by form only
+        assert not (tmp_path / f"imported-by-{os.getpid()}").exists()
+        wait_state(api, job["id"], ["finished", "failed"])
+        assert [p.name for p in tmp_path.glob("imported-by-*")] == [f"imported-by-{job['pid']}"]  # the worker did
+        bad = api.post("/api/runs", json={"config": HOOKED.replace("hook_probe:run", "hook probe!")}, headers=auth())
+        assert bad.status_code == 422 and "module:function" in bad.text

@@ -115,7 +115,8 @@ class TaskSection(BaseModel):
     @classmethod
     def _known_score(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and value not in BUILTIN_SCORERS:
-            check_import_path(value, base_dir(info.context), what=f"a built-in scorer {list(BUILTIN_SCORERS)} or")
+            check_import_path(value, base_dir(info.context), what=f"a built-in scorer {list(BUILTIN_SCORERS)} or",
+                              resolve=imports_allowed(info.context))
         return value
 
     @model_validator(mode="after")
@@ -154,7 +155,7 @@ class ModelSection(BaseModel):
     @classmethod
     def _importable(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
-            check_import_path(value, base_dir(info.context))
+            check_import_path(value, base_dir(info.context), resolve=imports_allowed(info.context))
         return value
 
     @model_validator(mode="after")
@@ -197,7 +198,8 @@ class RecipeSection(BaseModel):
         kind, colon, rest = value.partition(":")
         if kind == "local" or (kind in ("openai", "anthropic") and colon and rest):
             return value
-        check_import_path(value, base_dir(info.context))  # a "module:function": a provider, or (messages) -> text
+        # a "module:function": a provider, or (messages) -> text
+        check_import_path(value, base_dir(info.context), resolve=imports_allowed(info.context))
         return value
 
 
@@ -218,6 +220,11 @@ class ConfigSource:
         if not isinstance(data, dict) or data.get("format") not in ("toml", "yaml"):
             raise ConfigError(f"the run directory's stored configuration is malformed: {data!r:.120}")
         return cls(str(data["text"]), data["format"], str(data["base_dir"]), str(data["name"]))
+
+
+def imports_allowed(context: Any) -> bool:
+    """False when the validation context says to check `module:function` names by form only (`parse_config`)."""
+    return not (isinstance(context, dict) and context.get("imports") is False)
 
 
 def base_dir(context: Any) -> Path | None:
@@ -265,15 +272,16 @@ def parse_text(source: ConfigSource) -> Any:
         raise ConfigFileError(source.name, [f"not valid YAML: {' '.join(str(exc).split())}"]) from exc
 
 
-def parse_config(source: ConfigSource) -> CliConfig:
-    """Validate a configuration; `ConfigFileError` lists every problem with its dotted key."""
+def parse_config(source: ConfigSource, *, imports: bool = True) -> CliConfig:
+    """Validate a configuration; `ConfigFileError` lists every problem with its dotted key. With `imports` False,
+    a `module:function` is checked by its form and not imported (the service's web process)."""
     data = parse_text(source)
     if not isinstance(data, dict):
         raise ConfigFileError(source.name, [f"expected a table of sections at the top, got {type(data).__name__}"])
     from agentgrad.cli.schema import CliConfig
 
     try:
-        return CliConfig.model_validate(data, context={"base_dir": source.base_dir})
+        return CliConfig.model_validate(data, context={"base_dir": source.base_dir, "imports": imports})
     except ValidationError as exc:
         from agentgrad.cli.problems import describe
 

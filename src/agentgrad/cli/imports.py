@@ -7,6 +7,7 @@ front) before the import is tried, as a test runner does with its root directory
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -41,8 +42,16 @@ def resolve_callable(spec: str, folder: Path | None = None) -> Callable[..., Any
     return function
 
 
-def check_import_path(spec: str, folder: Path | None, *, what: str = "") -> None:
-    """Raise `ValueError` unless `spec` names an importable callable (`what` prefixes the expectation)."""
-    if ":" not in spec:
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_SPEC = re.compile(f"{_DOTTED}:{_DOTTED}")
+
+
+def check_import_path(spec: str, folder: Path | None, *, what: str = "", resolve: bool = True) -> None:
+    """Raise `ValueError` unless `spec` names an importable callable (`what` prefixes the expectation). With
+    `resolve` False only its form is checked and nothing is imported: the service checks a submitted configuration
+    that way, so a write token never runs a module in the web process (the run's worker imports it, and fails
+    the job, saying why, if it cannot)."""
+    if ":" not in spec or (not resolve and _SPEC.fullmatch(spec) is None):
         raise ValueError(f"expected {what + ' ' if what else ''}'module:function', got {spec!r}")
-    resolve_callable(spec, folder)
+    if resolve:
+        resolve_callable(spec, folder)

@@ -73,7 +73,7 @@ class Supervisor:
     def submit(self, owner: str, limit: int, name: str, text: str, fmt: str) -> Job:
         """Validate a configuration, create its job and start its worker (`ApiError` 429 over `limit`)."""
         source = ConfigSource(text, "toml" if fmt == "toml" else "yaml", str(self.settings.base_dir), name)
-        parse_config(source)
+        parse_config(source, imports=False)  # by form only: no module of the submitter's runs in this process
         with self._lock:
             job = self.jobs.create(new_job_id(), name, owner, limit=limit)
             if job is None:
