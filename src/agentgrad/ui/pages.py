@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -23,13 +23,14 @@ from agentgrad.service import reading
 from agentgrad.service.access import COOKIE, ServiceDep
 from agentgrad.service.auth import Principal
 from agentgrad.service.context import Service
-from agentgrad.service.models import JOB_PATTERN, ArtifactQuery, JobId
+from agentgrad.service.models import JOB_PATTERN, ArtifactQuery, JobId, Offset
 from agentgrad.service.routes.runs import job_out
 
 _ROOT = Path(str(resources.files("agentgrad.ui")))
 _ENV = Environment(loader=FileSystemLoader(str(_ROOT / "templates")), autoescape=select_autoescape(["html"]))
 router = APIRouter(include_in_schema=False)
 JobQuery = Annotated[str, Query(pattern=JOB_PATTERN, description="A run id.")]
+RUNS_PAGE, DIFFS_PAGE = 200, 500  # a page of the runs list, and of an artifact's diffs
 DEFAULT_CONFIG = """[task]
 world = { seed = 0, n_categories = 4, tasks_per_category = 40, median = 0.01, sigma = 0.5 }
 
@@ -85,12 +86,13 @@ def logout() -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def runs_page(request: Request, service: ServiceDep) -> Response:
+def runs_page(request: Request, service: ServiceDep, offset: Offset = 0) -> Response:
     who = _visitor(request, service)
     if who is None:
         return _login()
-    jobs, total = service.jobs.page(200, 0)
-    return _render("runs.html", jobs=[job_out(j) for j in jobs], total=total, who=who, config=DEFAULT_CONFIG)
+    jobs, total = service.jobs.page(RUNS_PAGE, offset)
+    return _render("runs.html", jobs=[job_out(j) for j in jobs], total=total, who=who, config=DEFAULT_CONFIG,
+                   pages=_pages("/?", offset, RUNS_PAGE, total, len(jobs)))
 
 
 @router.get("/runs/{job_id}", response_class=HTMLResponse)
@@ -105,15 +107,25 @@ def run_page(request: Request, service: ServiceDep, job_id: JobId) -> Response:
 
 
 @router.get("/runs/{job_id}/artifact", response_class=HTMLResponse)
-def artifact_page(request: Request, service: ServiceDep, job_id: JobId, artifact: ArtifactQuery) -> Response:
+def artifact_page(request: Request, service: ServiceDep, job_id: JobId, artifact: ArtifactQuery,
+                  offset: Offset = 0) -> Response:
     who = _visitor(request, service)
     if who is None:
         return _login()
     target = service.run_dir(job_id)
     rows = reading.lineage(target, artifact)
-    diffs, _ = reading.diffs(target, artifact_id=artifact, limit=500, offset=0)
+    diffs, total = reading.diffs(target, artifact_id=artifact, limit=DIFFS_PAGE, offset=offset)
+    pages = _pages(f"/runs/{job_id}/artifact?{urlencode({'artifact': artifact})}&", offset, DIFFS_PAGE, total,
+                   len(diffs))
     return _render("artifact.html", job=job_out(service.job(job_id)), artifact=artifact, versions=rows,
-                   diffs=diffs, who=who)
+                   diffs=diffs, who=who, pages=pages)
+
+
+def _pages(base: str, offset: int, size: int, total: int, shown: int) -> dict[str, Any]:
+    """Where a paged list is and the links to the pages before and after it (`base` ends in ``?`` or ``&``)."""
+    return {"first": offset + 1 if shown else 0, "last": offset + shown, "total": total,
+            "newer": f"{base}offset={max(0, offset - size)}" if offset > 0 else None,
+            "older": f"{base}offset={offset + size}" if offset + shown < total else None}
 
 
 def _head_text(target: RunDir, artifact_id: str) -> str:
