@@ -5,7 +5,9 @@
 - SSE fan-out: 50 clients follow one live run while a writer appends events; each client drops its connection
   once, part way, and reconnects with ``Last-Event-ID``; every client must end with every event exactly once;
 - commit to client: the time from a commit's transaction (store write and its commit event together) to the
-  moment an SSE client has it, over a series of commits.
+  moment an SSE client has it, over a series of commits;
+- commit to browser: the same, to the moment the verdict's row appears on the dashboard's live run page in
+  headless Chromium (a MutationObserver notes it; the browser and the writer read the same system clock).
 
 `--quick` uses 2 runs of 2k decisions and 10 clients.
 """
@@ -228,18 +230,8 @@ def commit_latency(url: str, home: Path, job_id: str, commits: int) -> dict[str,
     follower = Follower(f"{url}/api/runs/{job_id}/events?kind=commit", drop_after=10**9, watch="commit")
     follower.start()
     time.sleep(1.0)
-    committed: dict[int, float] = {}
-    with SQLiteStore(run_dir := home / "runs" / job_id, git=False) as store:
-        base = store.head(ARTIFACT).number
-        for number in range(commits):
-            diff, decision = _item(10**6 + number, base, Outcome.ACCEPTED)
-            with store.transaction():
-                version = store.commit(diff, EVIDENCE, decision)
-                seq = store.journal.append("commit", {"artifact": ARTIFACT, "version": version.number,
-                                                      "diff": diff.id})
-            committed[seq] = time.time()
-            base = version.number
-            time.sleep(0.05)
+    committed = _commit_series(home, job_id, commits)
+    run_dir = home / "runs" / job_id
     time.sleep(0.5)
     _job_done(home, job_id)
     follower.join(timeout=30)
@@ -248,6 +240,60 @@ def commit_latency(url: str, home: Path, job_id: str, commits: int) -> dict[str,
     return {"commits": commits, "received": len(delays), "median_ms": round(statistics.median(delays), 1),
             "p95_ms": round(delays[int(len(delays) * 0.95) - 1], 1), "max_ms": round(delays[-1], 1),
             "stream_poll_ms": 100}
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+OBSERVE = """() => { window.seen = {}; new MutationObserver((changes) => { for (const c of changes) for (const n of
+c.addedNodes) if (n.dataset && n.dataset.seq) window.seen[n.dataset.seq] = Date.now() / 1000; })
+.observe(document.getElementById("decisions"), { childList: true }); }"""
+
+
+def browser_latency(url: str, home: Path, job_id: str, commits: int) -> dict[str, Any]:
+    """From a commit (and its verdict) in the run's store to its row on the dashboard's live run page, in headless
+    Chromium (Debian's, as the browser tests use); skipped with the reason when there is no browser."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {"skipped": "playwright is not installed (the dev extra has it)"}
+    if not CHROMIUM.exists():
+        return {"skipped": f"no Chromium at {CHROMIUM}: scripts/install-browser.sh installs it"}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page()
+            page.goto(f"{url}/runs/{job_id}")
+            page.wait_for_selector("#decisions", state="attached")
+            page.evaluate(OBSERVE)
+            time.sleep(1.0)
+            written = _commit_series(home, job_id, commits, decision=True)
+            time.sleep(1.0)
+            seen: dict[str, float] = page.evaluate("() => window.seen")
+        finally:
+            browser.close()
+    _job_done(home, job_id)
+    delays = sorted(1000 * (seen[str(s)] - t) for s, t in written.items() if str(s) in seen)
+    return {"commits": commits, "shown": len(delays), "median_ms": round(statistics.median(delays), 1),
+            "p95_ms": round(delays[int(len(delays) * 0.95) - 1], 1), "max_ms": round(delays[-1], 1)}
+
+
+def _commit_series(home: Path, job_id: str, commits: int, *, decision: bool = False) -> dict[int, float]:
+    """Commit `commits` versions 50 ms apart, each with its commit event (and, with `decision`, its verdict's event
+    first): the wall time each event was written, by its sequence number (the verdict's when logged)."""
+    written: dict[int, float] = {}
+    with SQLiteStore(home / "runs" / job_id, git=False) as store:
+        base = store.head(ARTIFACT).number
+        for number in range(commits):
+            diff, verdict = _item(10**6 + (10**5 if decision else 0) + number, base, Outcome.ACCEPTED)
+            with store.transaction():
+                version = store.commit(diff, EVIDENCE, verdict)
+                seq = store.journal.append("decision", verdict.to_dict()) if decision else None
+                last = store.journal.append("commit", {"artifact": ARTIFACT, "version": version.number,
+                                                       "diff": diff.id})
+            written[last if seq is None else seq] = time.time()
+            base = version.number
+            time.sleep(0.05)
+    return written
 
 
 def main() -> None:
@@ -275,6 +321,8 @@ def main() -> None:
                 "sse_fan_out": fan_out(url, home, live[0], clients, 1000 if args.quick else 4000)}
             _reopen(home, live[0])
             results["commit_to_client"] = commit_latency(url, home, live[0], 20 if args.quick else 50)
+            _reopen(home, live[0])
+            results["commit_to_browser"] = browser_latency(url, home, live[0], 20 if args.quick else 50)
         finally:
             server.terminate()
             server.wait(timeout=20)
