@@ -57,5 +57,7 @@ def test_functions_a_worker_process_cannot_find_are_refused() -> None:
         in_subprocess(lambda rendered, task: "x")
     with pytest.raises(ConfigError, match="is async"):
         in_subprocess(_async_run)
+    with pytest.raises(ConfigError, match="takes a function, got int"):
+        in_subprocess(42)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="processes must be >= 1"):
         in_subprocess(isolated_run.solve, processes=0)

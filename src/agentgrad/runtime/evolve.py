@@ -296,8 +296,7 @@ async def held_out(engine: Engine, text: str, task_ids: Sequence[str]) -> float 
         except OutOfBudget:
             return  # the mean below would be over fewer tasks: refused there
         engine.journal.counts["test_evals"] += 1
-        scores[task_id] = 0.0 if not outcome.ok else await engine.accounts.caller.reward(
-            engine.user.reward, task, task_id, outcome.value)
+        scores[task_id] = await engine.evaluator.reward(task_id, outcome)
 
     async with anyio.create_task_group() as group:
         for task_id in engine.estimator.longest_first(list(task_ids)):

@@ -47,6 +47,8 @@ def in_subprocess(fn: Callable[P, R], *, processes: int | None = None) -> Callab
     Raises:
         ConfigError: `fn` is a coroutine function, or a worker process could not import it.
     """
+    if not callable(fn):
+        raise ConfigError(f"in_subprocess takes a function, got {type(fn).__name__}")
     if inspect.iscoroutinefunction(fn):
         raise ConfigError(f"in_subprocess: {fn.__qualname__} is async; it takes a synchronous function")
     if not _importable(fn):
