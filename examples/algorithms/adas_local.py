@@ -12,31 +12,18 @@ pass --model openai:<name> for a stronger meta agent.
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
+from recipe_example import call_recipe, parser, report, run_dir
 
-from agentgrad import Budget, load_set
-from agentgrad.agents.skill import scoring
 from agentgrad.algorithms.adas import adas
-from agentgrad.data.shipped import recommended_scorer
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="arithmetic", help="a shipped task set")
-    parser.add_argument("--model", default="local", help="the meta agent: local, openai:<model> or anthropic:<model>")
-    parser.add_argument("--calls", type=int, default=60, help="the call budget (sandboxed runs of programs)")
-    parser.add_argument("--async", dest="asynchronous", action="store_true", help="the asynchronous runtime")
-    parser.add_argument("--reflections", type=int, default=0, help="self-reflection rounds (ADAS: 2; slow locally)")
-    args = parser.parse_args()
-    store = Path(tempfile.mkdtemp(prefix="agentgrad-adas-")) / "run"
-    result = adas(load_set(args.set), scoring(recommended_scorer(args.set)), model=args.model,
-                  budget=Budget(calls=args.calls), asynchronous=args.asynchronous, store=store, eval_tasks=12,
-                  reflections=args.reflections, debug_max=1, params={"temperature": 0.7, "max_tokens": 600})
-    print(result.summary())
-    print("learned program:\n" + result.artifact.text)
-    return 0 if result.ok else 1
+    cli = parser(__doc__ or "", task_set="arithmetic", calls=60)
+    cli.add_argument("--reflections", type=int, default=0, help="self-reflection rounds (ADAS: 2; slow locally)")
+    args = cli.parse_args()
+    result = call_recipe(adas, args, store=run_dir(args, "adas"), eval_tasks=12, reflections=args.reflections,
+                         debug_max=1, params={"temperature": 0.7, "max_tokens": 600})
+    return report(result, "learned program")
 
 
 if __name__ == "__main__":

@@ -12,30 +12,16 @@ so pick a set a program can solve: `arithmetic` by default. With OPENAI_*/ANTHRO
 
 from __future__ import annotations
 
-import argparse
-import tempfile
-from pathlib import Path
+from recipe_example import call_recipe, parser, report, run_dir
 
-from agentgrad import Budget, load_set
-from agentgrad.agents.skill import scoring
 from agentgrad.algorithms.dgm import dgm
-from agentgrad.data.shipped import recommended_scorer
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="arithmetic", help="a shipped task set")
-    parser.add_argument("--model", default="local", help="local, openai:<model> or anthropic:<model>")
-    parser.add_argument("--calls", type=int, default=60, help="the call budget (sandboxed runs of programs)")
-    parser.add_argument("--async", dest="asynchronous", action="store_true", help="the asynchronous runtime")
-    args = parser.parse_args()
-    store = Path(tempfile.mkdtemp(prefix="agentgrad-dgm-")) / "run"
-    result = dgm(load_set(args.set), scoring(recommended_scorer(args.set)), model=args.model,
-                 budget=Budget(calls=args.calls), asynchronous=args.asynchronous, store=store, stage=6,
-                 eval_tasks=12, examples=2, params={"temperature": 0.7, "max_tokens": 700})
-    print(result.summary())
-    print("learned program:\n" + result.artifact.text)
-    return 0 if result.ok else 1
+    args = parser(__doc__ or "", task_set="arithmetic", calls=60).parse_args()
+    result = call_recipe(dgm, args, store=run_dir(args, "dgm"), stage=6, eval_tasks=12, examples=2,
+                         params={"temperature": 0.7, "max_tokens": 700})
+    return report(result, "learned program")
 
 
 if __name__ == "__main__":

@@ -23,9 +23,12 @@ def _greedy(text: str, task: Task, output: Any, score: float) -> str:
     return propose(text, task, output, score) + extra
 
 
+WORLD = tasks(96)  # 12 tasks a section: every section has a few in the gate pool, so each rule shows on focus rows
+
+
 def _evolve(tmp_path: Path, asynchronous: bool) -> Any:
-    return evolve(tasks(), reward, run=run, propose=_greedy, artifact="# Notes\n", strategy=Sections(),
-                  budget=Budget(calls=500), store=tmp_path / "run", seed=2,
+    return evolve(WORLD, reward, run=run, propose=_greedy, artifact="# Notes\n", strategy=Sections(),
+                  budget=Budget(calls=800), store=tmp_path / "run", seed=2,
                   config=RunConfig(workers=Workers(rollout=4), asynchronous=asynchronous, parallel="sections"))
 
 
@@ -34,13 +37,13 @@ def test_workers_roll_out_and_edit_only_their_own_sections(tmp_path: Path, async
     result = _evolve(tmp_path, asynchronous)
     assert result.ok, result.error
     assert result.test_reward is not None and result.test_reward > 0.5
-    owners = SectionOwners.of({t.id: t for t in tasks()}, [t.id for t in tasks()], 4)
+    owners = SectionOwners.of({t.id: t for t in WORLD}, [t.id for t in WORLD], 4)
     with SQLiteStore(result.run_dir, git=False) as store:
         rollouts = store.journal.read(["rollout"])
     assert rollouts
     for event in rollouts:
         worker = worker_index(event.payload["worker"])
-        section = next(t.meta["section"] for t in tasks() if t.id == event.payload["task"])
+        section = next(t.meta["section"] for t in WORLD if t.id == event.payload["task"])
         assert worker == owners.owner(section)
     assert not any(d.outcome.value == "conflict" for d in result.decisions)
 

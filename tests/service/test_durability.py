@@ -46,6 +46,14 @@ def service_process(home: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
             process.wait(timeout=20)
 
 
+def _logs(home: Path, run_dir: Path) -> str:
+    """The service's and the worker's output, to say why a worker was restarted more often than expected."""
+    texts = [(path.name, path.read_text(errors="replace")[-3000:]) for path in (home / "service.log",
+                                                                                 run_dir / "run.log")
+             if path.exists()]
+    return "\n".join(f"--- {name}\n{text}" for name, text in texts)
+
+
 def _answers(port: int) -> bool:
     try:
         return httpx.get(f"http://127.0.0.1:{port}/api/runs", headers=auth(), timeout=2).status_code == 200
@@ -86,7 +94,7 @@ def test_a_job_outlives_a_sigkilled_service_and_finishes_with_no_lost_commit(tmp
         wait_for(lambda: _job(port, job_id)["state"] != "running", timeout=90, what="the job to end")
         job = _job(port, job_id)
     assert job["state"] == "finished", job
-    assert job["restarts"] == (1 if worker_dies else 0)
+    assert job["restarts"] == (1 if worker_dies else 0), _logs(tmp_path, run_dir)
     after = _committed(run_dir)
     assert after[:len(before)] == before and len(after) >= len(before)
     log = EventLog(run_dir, readonly=True)

@@ -322,6 +322,21 @@ class DecisionPromises(ConformanceBase):
         assert store.decision_count(artifact_id=SKILL) == 5 == len(every)
         assert store.decision_count(outcome=Outcome.ACCEPTED) == 0
 
+    def test_standings_give_each_diffs_latest_verdict_in_order_of_first_decision(self, store: Store) -> None:
+        a, b, c = rule(SKILL, 0, "a"), rule(HARNESS, 0, "b"), rule(SKILL, 0, "c")
+        store.record(a, evidence(), verdict(a, Outcome.RECHECK))
+        store.record(b, evidence(), verdict(b, Outcome.STALE))
+        store.record(a, evidence(), verdict(a, Outcome.EXTEND))
+        store.commit(c, evidence(), accept(c))
+        store.record(a, evidence(), verdict(a, Outcome.REJECTED))
+        every, total = store.standings()
+        assert total == 3
+        assert [(s.diff_id, s.outcome, s.decisions) for s in every] == [
+            (a.id, Outcome.REJECTED, 3), (b.id, Outcome.STALE, 1), (c.id, Outcome.ACCEPTED, 1)]
+        page, total = store.standings(artifact_id=SKILL, limit=1, offset=1)
+        assert total == 2 and [(s.diff_id, s.artifact_id) for s in page] == [(c.id, SKILL)]
+        assert store.standings(limit=0) == ([], 3)
+
     def test_why_tells_the_story_of_a_diff(self, store: Store) -> None:
         diff = rule(SKILL, 0, "cite")
         store.record(diff, evidence(), verdict(diff, Outcome.RECHECK, "rebased"))

@@ -73,3 +73,20 @@ class Decision:
         """Build a decision from `to_dict` output."""
         return cls(data["diff_id"], data["artifact_id"], Outcome(data["outcome"]), data["stage"], data["reason"],
                    dict(data.get("numbers", {})), data.get("fingerprint", ""), tuple(data.get("parts", ())))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where one diff stands: its latest verdict and how many verdicts it has had (`Store.standings`).
+
+    Args:
+        diff_id: the diff.
+        artifact_id: the artifact its latest decision names.
+        outcome: its latest outcome.
+        decisions: how many decisions it has (re-checks and extensions count).
+    """
+
+    diff_id: str
+    artifact_id: str
+    outcome: Outcome
+    decisions: int

@@ -78,18 +78,14 @@ def decisions(target: RunDir, *, outcome: Outcome | None, artifact_id: str | Non
 
 
 def diffs(target: RunDir, *, artifact_id: str | None, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """A page of the run's diffs in the order they were first decided on, each with its latest verdict."""
+    """A page of the run's diffs in the order they were first decided on, each with its latest verdict (one grouped
+    query of the store: a page costs the same however long the run)."""
     with target.store() as store:
         if artifact_id is not None:
             check_artifact(store, artifact_id)
-        latest: dict[str, tuple[str, str, int]] = {}
-        for decision in store.decisions(artifact_id=artifact_id):
-            count = latest[decision.diff_id][2] + 1 if decision.diff_id in latest else 1
-            latest[decision.diff_id] = (decision.artifact_id, decision.outcome.value, count)
-    ids = list(latest)
-    rows = [{"id": i, "artifact_id": latest[i][0], "outcome": latest[i][1], "decisions": latest[i][2]}
-            for i in ids[offset:offset + limit]]
-    return rows, len(ids)
+        page, total = store.standings(artifact_id=artifact_id, limit=limit, offset=offset)
+    return [{"id": s.diff_id, "artifact_id": s.artifact_id, "outcome": s.outcome.value, "decisions": s.decisions}
+            for s in page], total
 
 
 def diff_view(target: RunDir, diff_id: str) -> dict[str, Any]:

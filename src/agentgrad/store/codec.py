@@ -97,6 +97,14 @@ def check_pair(diff: Diff, decision: Decision) -> None:
             f"but the diff is {diff.id!r} of {diff.artifact_id!r}")
 
 
+def check_commit(diff: Diff, decision: Decision) -> None:
+    """`check_pair`, and `InvalidOpError` unless the decision is the acceptance a commit needs."""
+    check_pair(diff, decision)
+    if Outcome(decision.outcome) is not Outcome.ACCEPTED:
+        raise InvalidOpError(f"commit needs an accepted decision on diff {diff.id!r}, got {decision.outcome}; "
+                             "store other verdicts with record()")
+
+
 def summarise(evidence: Evidence) -> dict[str, Any]:
     """A short, JSON-ready account of some evidence, for `why`."""
     wins, losses = evidence.wins_losses()

@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agentgrad.core.artifact import Artifact, Version
-from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.decision import Decision, Outcome, Standing
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
 from agentgrad.store.events import Event
@@ -234,6 +234,13 @@ class Store(Protocol):
     def decision_count(self, *, diff_id: str | None = None, artifact_id: str | None = None,
                        outcome: Outcome | str | None = None) -> int:
         """How many stored decisions match all the given filters."""
+        ...
+
+    def standings(self, *, artifact_id: str | None = None, limit: int | None = None,
+                  offset: int = 0) -> tuple[list[Standing], int]:
+        """Each decided diff's latest verdict and number of decisions, in the order the diffs were first decided
+        on (only those whose decisions name `artifact_id`, if given), a page of them with `limit` and `offset`;
+        and how many diffs there are in all."""
         ...
 
     def why(self, diff_id: str) -> dict[str, Any]:

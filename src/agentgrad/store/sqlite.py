@@ -17,12 +17,11 @@ from types import TracebackType
 from typing import Any
 
 from agentgrad.core.artifact import Artifact, Kind, Layer, Version, default_layer
-from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.decision import Decision, Outcome, Standing
 from agentgrad.core.diff import Diff, apply, fingerprint, invert
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.ids import validate_id
 from agentgrad.errors import (
-    DamagedStoreError,
     FrozenLayerError,
     InvalidIdError,
     InvalidOpError,
@@ -37,19 +36,6 @@ from agentgrad.store.transaction import Transactions, damage_reported
 
 DB_NAME = tables.DB_NAME
 GIT_NAME = "library.git"
-
-
-def _filters(diff_id: str | None, artifact_id: str | None,
-             outcome: Outcome | str | None) -> tuple[tuple[str, Any], ...]:
-    return (("diff_id", diff_id), ("artifact_id", artifact_id),
-            ("outcome", None if outcome is None else Outcome(outcome).value))
-
-
-def _check_commit(diff: Diff, decision: Decision) -> None:
-    codec.check_pair(diff, decision)
-    if Outcome(decision.outcome) is not Outcome.ACCEPTED:
-        raise InvalidOpError(f"commit needs an accepted decision on diff {diff.id!r}, got {decision.outcome}; "
-                             "store other verdicts with record()")
 
 
 class SQLiteStore:
@@ -186,7 +172,7 @@ class SQLiteStore:
         `StaleHeadError`. L0 artifacts raise `FrozenLayerError`; ops that do not apply raise
         `ApplyConflictError`. Any error writes nothing.
         """
-        _check_commit(diff, decision)
+        codec.check_commit(diff, decision)
         now = self._clock()
         with self._write() as c:
             return self._commit_in(c, diff, evidence, decision, expected, now)
@@ -195,7 +181,7 @@ class SQLiteStore:
         """`commit` each item in order, all in one transaction: either every item is committed or none is."""
         items = list(items)
         for diff, _, decision in items:
-            _check_commit(diff, decision)
+            codec.check_commit(diff, decision)
         now = self._clock()
         with self._write() as c:
             return [self._commit_in(c, d, e, k, None, now) for d, e, k in items]
@@ -356,14 +342,20 @@ class SQLiteStore:
         """Every stored decision matching the filters, oldest first (a page of them with `limit` and `offset`);
         `decision_count` says how many match in all."""
         with self._lock:
-            return tables.get_decisions(self._conn, _filters(diff_id, artifact_id, outcome), limit=limit,
+            return tables.get_decisions(self._conn, tables.decision_filters(diff_id, artifact_id, outcome), limit=limit,
                                         offset=offset)
 
     def decision_count(self, *, diff_id: str | None = None, artifact_id: str | None = None,
                        outcome: Outcome | str | None = None) -> int:
         """How many stored decisions match the filters."""
         with self._lock:
-            return tables.count_decisions(self._conn, _filters(diff_id, artifact_id, outcome))
+            return tables.count_decisions(self._conn, tables.decision_filters(diff_id, artifact_id, outcome))
+
+    def standings(self, *, artifact_id: str | None = None, limit: int | None = None,
+                  offset: int = 0) -> tuple[list[Standing], int]:
+        """Each decided diff's latest verdict and decision count, in order of first decision, and how many."""
+        with self._read() as c:
+            return tables.get_standings(c, artifact_id, limit, offset)
 
     def why(self, diff_id: str) -> dict[str, Any]:
         """Why a diff is where it is: the diff, a summary of its evidence, its decisions and its version if any."""
@@ -392,11 +384,7 @@ class SQLiteStore:
     def check_integrity(self) -> None:
         """SQLite's quick integrity check of the whole file; `DamagedStoreError` saying what it found if not ok."""
         with self._read() as c:
-            found = [str(row[0]) for row in c.execute("PRAGMA quick_check").fetchall()]
-        if found != ["ok"]:
-            raise DamagedStoreError(f"{self.run_dir / DB_NAME} fails its integrity check ({'; '.join(found[:3])}); "
-                                    "restore the run directory from a copy, or start a new run directory (the git "
-                                    f"mirror {self.run_dir / GIT_NAME} holds every committed version)")
+            tables.quick_check(c, self.run_dir / DB_NAME, self.run_dir / GIT_NAME)
 
     def _sync_mirror(self) -> None:
         if self._mirror is not None:

@@ -13,11 +13,17 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from agentgrad.core.artifact import Version, content_hash
-from agentgrad.core.decision import Decision
+from agentgrad.core.decision import Decision, Outcome, Standing
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.ids import validate_id
-from agentgrad.errors import InvalidIdError, StateDictError, UnknownArtifactError, UnknownVersionError
+from agentgrad.errors import (
+    DamagedStoreError,
+    InvalidIdError,
+    StateDictError,
+    UnknownArtifactError,
+    UnknownVersionError,
+)
 from agentgrad.store import codec
 from agentgrad.store.transaction import damage_reported
 
@@ -215,6 +221,13 @@ def _where(filters: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
     return (f" WHERE {where}" if where else ""), [v for _, v in used]
 
 
+def decision_filters(diff_id: str | None, artifact_id: str | None,
+                     outcome: Outcome | str | None) -> tuple[tuple[str, Any], ...]:
+    """The (column, value) filters of a decision query (None: any)."""
+    return (("diff_id", diff_id), ("artifact_id", artifact_id),
+            ("outcome", None if outcome is None else Outcome(outcome).value))
+
+
 def get_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]], *, last: bool = False,
                   limit: int | None = None, offset: int = 0) -> list[Decision]:
     """Decisions where every (column, value) of `filters` matches (None values ignored), in log order; a page of
@@ -236,6 +249,28 @@ def count_decisions(conn: sqlite3.Connection, filters: Sequence[tuple[str, Any]]
     """How many decisions match `filters` (as `get_decisions`)."""
     where, values = _where(filters)
     return int(conn.execute("SELECT count(*) FROM decisions" + where, values).fetchone()[0])
+
+
+def get_standings(conn: sqlite3.Connection, artifact_id: str | None, limit: int | None,
+                  offset: int) -> tuple[list[Standing], int]:
+    """Every decided diff's latest verdict (in order of its first decision) and how many diffs there are."""
+    where, values = _where([("artifact_id", artifact_id)])
+    grouped = ("SELECT diff_id, min(seq) AS first, max(seq) AS last, count(*) AS n "
+               f"FROM decisions{where} GROUP BY diff_id")
+    sql = (f"SELECT d.diff_id, d.artifact_id, d.outcome, g.n FROM ({grouped}) AS g JOIN decisions AS d "
+           "ON d.seq = g.last ORDER BY g.first" + ("" if limit is None else " LIMIT ? OFFSET ?"))
+    rows = conn.execute(sql, values + ([] if limit is None else [limit, offset])).fetchall()
+    total = int(conn.execute(f"SELECT count(DISTINCT diff_id) FROM decisions{where}", values).fetchone()[0])
+    return [Standing(r[0], r[1], Outcome(r[2]), int(r[3])) for r in rows], total
+
+
+def quick_check(conn: sqlite3.Connection, db: Path, git: Path) -> None:
+    """SQLite's quick integrity check of the database `db`; `DamagedStoreError` saying what it found if not ok."""
+    found = [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchall()]
+    if found != ["ok"]:
+        raise DamagedStoreError(f"{db} fails its integrity check ({'; '.join(found[:3])}); restore the run directory "
+                                "from a copy, or start a new run directory (the git mirror "
+                                f"{git} holds every committed version)")
 
 
 class Blobs:
