@@ -35,15 +35,16 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from agentgrad.strategies.keyed import entries
+from agentgrad.testing import drawn
 from agentgrad.testing.agents import WorldAgent
-from agentgrad.testing.presets import WORLDS, preset
-from agentgrad.testing.world import ReferenceWorld
+from agentgrad.testing.presets import WORLDS
+from agentgrad.testing.world import ReferenceWorld, WorldConfig
 from learning_report import classify, goal_checks, plot, reason_pattern, summarise, tables
 from world_systems import Trace, call_budget, evolve_world, gepa_available, optimize_gepa, workers_for
 
@@ -63,13 +64,32 @@ COUNTS = ("screened_out", "tabu_skips", "in_flight_duplicates", "gated", "decisi
 
 @dataclass(frozen=True)
 class Job:
-    """One run: a named world drawn with `seed`, a system, its workers, and the call budget."""
+    """One run: a named world drawn with `seed`, a system, its workers, and the call budget (`family`: the family
+    of the ``drawn<i>`` worlds)."""
 
     world: str
     system: str
     workers: int
     seed: int
     calls: int
+    family: int = drawn.HELD_OUT
+
+
+def world_config(name: str, family: int) -> WorldConfig:
+    """A named preset, or world ``drawn<i>`` of `family`."""
+    index = drawn.parse(name)
+    return WORLDS[name] if index is None else drawn.drawn(index, family)
+
+
+def budget_of(name: str, family: int) -> int:
+    """The world's call budget at scale 1."""
+    return CALLS[name] if name in CALLS else drawn.call_budget(world_config(name, family))
+
+
+def build(job: Job) -> ReferenceWorld:
+    """The job's world, its seed shifted by 1000 × the job's seed (as `presets.preset`)."""
+    config = world_config(job.world, job.family)
+    return ReferenceWorld(replace(config, seed=config.seed + 1000 * job.seed))
 
 
 def wrong_pairs(w: ReferenceWorld, texts: list[str]) -> set[tuple[str, str]]:
@@ -143,7 +163,7 @@ def run_gepa(job: Job, w: ReferenceWorld, agent: WorldAgent, trace: Trace) -> di
 
 def run_job(job: Job) -> dict[str, Any]:
     """One run, measured (in a worker process)."""
-    w = preset(job.world, job.seed)
+    w = build(job)
     agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, job.calls)
     row = (run_gepa if job.system.startswith("gepa") else run_agentgrad)(job, w, agent, trace)
     return {"world": job.world, "system": job.system, "workers": job.workers, "seed": job.seed,
@@ -157,11 +177,17 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, help=f"default: {' '.join(DEFAULT_SYSTEMS)}")
     parser.add_argument("--seeds", type=int, help="draws 0..n-1 of every world (default 5, quick 1)")
     parser.add_argument("--workers", nargs="+", type=int, help=f"default: {' '.join(map(str, WORKERS))}")
+    parser.add_argument("--drawn", type=int, default=0, help="also worlds drawn0..drawn<n-1> of --family "
+                        "(agentgrad.testing.drawn: random shapes, to check figures carry over beyond the presets)")
+    parser.add_argument("--family", type=int, default=drawn.HELD_OUT, help=f"the drawn worlds' family (default "
+                        f"{drawn.HELD_OUT}, the held-out one: measure there; develop on another, e.g. {drawn.DEV})")
+    parser.add_argument("--only-drawn", action="store_true", help="the drawn worlds alone, no named preset")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every world's call budget")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (processes)")
     parser.add_argument("--out", type=Path, default=OUT / "learning_bench.json", help="the JSON to write")
     args = parser.parse_args()
-    args.worlds = args.worlds or list(QUICK_WORLDS if args.quick else WORLDS)
+    named = [] if args.only_drawn else (args.worlds or list(QUICK_WORLDS if args.quick else WORLDS))
+    args.worlds = named + [drawn.name(i) for i in range(args.drawn)]
     args.systems = args.systems or list(DEFAULT_SYSTEMS)
     args.seeds = args.seeds or (1 if args.quick else 5)
     args.workers = args.workers or list(WORKERS)
@@ -175,7 +201,7 @@ def jobs_for(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
         systems = [s for s in systems if not s.startswith("gepa")]
         notes.append("gepa systems skipped: gepa is not importable in this environment; run this script in "
                      ".venv-gepa (make bench-learning builds it from benchmarks/requirements-gepa.txt)")
-    jobs = [Job(w, s, n, seed, max(1, round(CALLS[w] * args.scale)))
+    jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family)
             for w in args.worlds for s in systems for n in args.workers for seed in range(args.seeds)]
     jobs.sort(key=lambda j: -j.calls / math.sqrt(j.workers))
     return jobs, notes
@@ -191,7 +217,8 @@ def run_all(jobs: list[Job], processes: int) -> list[dict[str, Any]]:
                   f"S={row['workers']} seed {row['seed']}: test {row['test']:.3f} ({row['calls']} calls, "
                   f"{row['wall']:.1f} s)", flush=True)
     order = {name: i for i, name in enumerate(WORLDS)}
-    rows.sort(key=lambda r: (order[r["world"]], SYSTEMS.index(r["system"]), r["workers"], r["seed"]))
+    rank = {name: order.get(name, len(order) + (drawn.parse(name) or 0)) for name in {r["world"] for r in rows}}
+    rows.sort(key=lambda r: (rank[r["world"]], SYSTEMS.index(r["system"]), r["workers"], r["seed"]))
     return rows
 
 
@@ -205,7 +232,8 @@ def main() -> None:
     summary = summarise(rows)
     checks = goal_checks(summary, rows)
     gepa_version = importlib.metadata.version("gepa") if gepa_available() else None
-    config = {"worlds": {name: {**WORLDS[name].to_dict(), "calls": CALLS[name]} for name in args.worlds},
+    config = {"worlds": {name: {**world_config(name, args.family).to_dict(), "calls": budget_of(name, args.family)}
+                         for name in args.worlds}, "family": args.family,
               "systems": sorted({j.system for j in jobs}, key=SYSTEMS.index), "workers": args.workers,
               "seeds": list(range(args.seeds)), "scale": args.scale, "median_latency_s": MEDIAN, "sigma": SIGMA,
               "target_share_of_optimum": TARGET_SHARE, "gepa_version": gepa_version, "notes": notes,
