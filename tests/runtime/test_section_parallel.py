@@ -23,12 +23,12 @@ def _greedy(text: str, task: Task, output: Any, score: float) -> str:
     return propose(text, task, output, score) + extra
 
 
-WORLD = tasks(96)  # 12 tasks a section: every section has a few in the gate pool, so each rule shows on focus rows
+WORLD = tasks()  # 6 tasks a section: some sections have a single task in the gate pool, so replication decides
 
 
 def _evolve(tmp_path: Path, asynchronous: bool) -> Any:
     return evolve(WORLD, reward, run=run, propose=_greedy, artifact="# Notes\n", strategy=Sections(),
-                  budget=Budget(calls=800), store=tmp_path / "run", seed=2,
+                  budget=Budget(calls=500), store=tmp_path / "run", seed=2,
                   config=RunConfig(workers=Workers(rollout=4), asynchronous=asynchronous, parallel="sections"))
 
 
@@ -36,7 +36,7 @@ def _evolve(tmp_path: Path, asynchronous: bool) -> Any:
 def test_workers_roll_out_and_edit_only_their_own_sections(tmp_path: Path, asynchronous: bool) -> None:
     result = _evolve(tmp_path, asynchronous)
     assert result.ok, result.error
-    assert result.test_reward is not None and result.test_reward > 0.5
+    assert result.test_reward is not None and result.test_reward > 0.8  # every section's rule, or all but one
     owners = SectionOwners.of({t.id: t for t in WORLD}, [t.id for t in WORLD], 4)
     with SQLiteStore(result.run_dir, git=False) as store:
         rollouts = store.journal.read(["rollout"])

@@ -86,7 +86,7 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                 await throttle.turn(index)
                 if _starved(engine) or engine.accounts.meter.remaining("proposals") <= 0:  # a rollout leads nowhere
                     return
-                if not await engine.pacing.explore_turn(partial(_starved, engine)):  # the calls left are for judging
+                if not await engine.pacing.explore_turn(partial(_starved, engine), worker=index):  # calls kept to judge
                     return
                 task = engine.pacing.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
                 engine.journal.counts["rollout_dispatch"] += 1
@@ -207,7 +207,7 @@ async def _supervise(engine: Engine, pools: list[Any], feedback: _Feedback) -> N
     async with anyio.create_task_group() as group:
         for pool in pools:
             group.start_soon(*pool)
-    feedback.send_back(release_parked(engine))  # no rollout will move the head for them: a sibling may do
+    feedback.send_back(release_parked(engine, winding_down=True))  # no rollout will move the head for them
     feedback.upstream_done = True
     feedback.maybe_close()
 

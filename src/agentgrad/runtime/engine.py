@@ -243,9 +243,10 @@ class Engine:
                                 "outside the trust region: " + too_large, region.numbers(diff))
         return too_large is None
 
-    def hold_open(self, diffs: Sequence[Diff]) -> None:
-        """Note diffs that have no final verdict yet (a proposal making the same change meanwhile is skipped)."""
-        self.open.hold(diffs)
+    def hold_open(self, diffs: Sequence[Diff], *, first: bool = True) -> None:
+        """Note diffs that have no final verdict yet (a proposal making the same change meanwhile is skipped;
+        `first`: see `OpenDiffs.hold`)."""
+        self.open.hold(diffs, first=first)
 
     def drop_open(self, diff_id: str) -> None:
         """A diff got its final verdict: it is no longer open."""

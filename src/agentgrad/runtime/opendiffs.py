@@ -10,7 +10,8 @@ from agentgrad.core.diff import Diff, fingerprint
 
 
 class OpenDiffs:
-    """State: the open diffs by id, and the id of the first open diff making each change (by `fingerprint`).
+    """State: the open diffs by id, the id of the first open diff making each change (by `fingerprint`), and the
+    version each was first held on (`born`: for a proposal, the snapshot it was written on).
 
     `state_dict()` lists the open diffs; a resumed run rebuilds them from its log (`runtime.resume`), so the
     checkpoint does not carry them."""
@@ -18,6 +19,7 @@ class OpenDiffs:
     def __init__(self) -> None:
         self._diffs: dict[str, Diff] = {}
         self._prints: dict[str, str] = {}
+        self._born: dict[str, int] = {}  # -1: not known (held again by a resumed run)
 
     def __len__(self) -> int:
         return len(self._diffs)
@@ -28,15 +30,24 @@ class OpenDiffs:
     def __contains__(self, diff_id: object) -> bool:
         return diff_id in self._diffs
 
-    def hold(self, diffs: Sequence[Diff]) -> None:
-        """Note diffs that have no final verdict yet."""
+    def hold(self, diffs: Sequence[Diff], *, first: bool = True) -> None:
+        """Note diffs that have no final verdict yet (`first`: held by this run from the start, so the base of a
+        diff not seen before is the version it was born on)."""
         for diff in diffs:
             self._diffs[diff.id] = diff
             self._prints.setdefault(fingerprint(diff), diff.id)
+            self._born.setdefault(diff.id, diff.base_version if first else -1)
+
+    def born(self, diff_id: str) -> int | None:
+        """The version an open diff was first held on (a proposal: the snapshot it was written on), or None if
+        that is not known (it is not open, or a resumed run took it over)."""
+        version = self._born.get(diff_id, -1)
+        return None if version < 0 else version
 
     def drop(self, diff_id: str) -> Diff | None:
         """A diff got its final verdict; the diff, if it was open."""
         diff = self._diffs.pop(diff_id, None)
+        self._born.pop(diff_id, None)
         if diff is not None and self._prints.get(fingerprint(diff)) == diff_id:
             del self._prints[fingerprint(diff)]
         return diff
@@ -55,5 +66,5 @@ class OpenDiffs:
         if not isinstance(data, dict) or not isinstance(data.get("open"), list):
             raise StateDictError(f"bad open diffs state: {data!r:.80}")
         diffs = [Diff.from_dict(d) for d in data["open"]]
-        self._diffs, self._prints = {}, {}
-        self.hold(diffs)
+        self._diffs, self._prints, self._born = {}, {}, {}
+        self.hold(diffs, first=False)

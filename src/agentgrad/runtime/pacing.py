@@ -149,22 +149,28 @@ class Pacing:
             self._settled.set()
             self._settled = None
 
-    def explore_allowed(self, extra: int = 0) -> bool:
+    def explore_allowed(self, extra: int = 0, worker: int | None = None) -> bool:
         """True if one more rollout (beside `extra` about to start) fits the division of `Budget.calls` between
         exploring and judging (`runtime.split`), and the gate is not behind (fewer than `BACKLOG` times its workers
-        of proposals waiting or on their way); always True when calls are not limited."""
+        of proposals waiting or on their way); always True when calls are not limited. In section-parallel mode,
+        `worker` waits while each of its own tasks is busy or solved (its rollout could only repeat one)."""
         if self.accounts.meter.budget.calls is None:
             return True
+        if self.sections is not None and worker is not None and self._all_taken(self.sections.tasks_of(worker)):
+            return False
         queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
         if queued + self.exploring + extra >= self._pipeline():
             return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
         in_flight = queued + self.exploring + extra + len(self.awaiting)
-        if in_flight:
-            busy, solved = self._busy(), self._solver()
-            if all(t in busy or solved(t) for t in self.train):
-                return False  # every open task is being worked on: a verdict will free one (or show it solved)
+        if in_flight and self._all_taken(self.train):
+            return False  # every open task is being worked on: a verdict will free one (or show it solved)
         return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra)
+
+    def _all_taken(self, tasks: Sequence[str]) -> bool:
+        """True if each of `tasks` is being worked on or solved on the head."""
+        busy, solved = self._busy(), self._solver()
+        return all(t in busy or solved(t) for t in tasks)
 
     def _pipeline(self) -> int:
         """The most proposals between a rollout's start and their verdict under `Budget.calls`: the loop's
@@ -177,13 +183,13 @@ class Pacing:
         return SplitFigures(rollouts, self.journal.counts["proposals"], self.journal.counts["judged"],
                             self.accounts.meter.used["gate_evals"], self.gate.prior_cost())
 
-    async def explore_turn(self, starved: Callable[[], bool] = lambda: False) -> bool:
+    async def explore_turn(self, starved: Callable[[], bool] = lambda: False, worker: int | None = None) -> bool:
         """Wait until a rollout may start (`explore_allowed`): a verdict, or a while, may free the calls it needs;
         False once no call is left at all, or `starved()` says nothing more could reach a verdict. After
         `STUCK_WAITS` waits in which no call was made and no verdict given, the rollout starts anyway: a wait that
         nothing can end would hold the run forever."""
         seen, still = (self.journal.calls, self.journal.counts["judged"]), 0
-        while not self.explore_allowed():
+        while not self.explore_allowed(worker=worker):
             if self.accounts.meter.remaining("calls") < 1 or starved():
                 return False
             now = (self.journal.calls, self.journal.counts["judged"])

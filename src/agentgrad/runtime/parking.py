@@ -3,13 +3,17 @@
 A *context* is the text the origin task is scored on, with and without the change: a later head, or the head with
 another change applied (a *sibling*: another waiting candidate, or one of the last changes the run turned down; a
 text the run has not scored, so its noise is fresh, and one that keeps everything the head has, so a change that
-needs an earlier rule still finds it). Which context comes next never depends on the candidate's scores. A
-replica row's id names its context: ``<origin task>@<first 12 hex digits of the context's hash>``.
+needs an earlier rule still finds it). When the run winds down (nothing else left to do: no rollout to come, so
+no later head) and no such context exists, an earlier committed version serves as a *last-resort* context: its
+noise is as fresh, only a change that needs a later rule can lose there, which costs power, never safety. Which
+context comes next never depends on the candidate's scores. A replica row's id names its context:
+``<origin task>@<first 12 hex digits of the context's hash>``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from agentgrad.core.artifact import content_hash
 from agentgrad.core.diff import Diff
@@ -18,6 +22,19 @@ from agentgrad.optim.base import Candidate
 MARK = "@"
 SPARES = 16  # turned-down changes kept as possible siblings
 TRIES = 4  # siblings tried per waiting candidate each time the parked ones are looked at
+EARLIER = 8  # earlier versions (the latest first) tried as last-resort contexts once the run winds down
+
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A last-resort context: an earlier committed version of the artifact, whole."""
+
+    version: int
+    text: str
+
+
+Context = Diff | Earlier  # a sibling change applied to the head, or (last resort) an earlier version
 
 
 def context_key(text: str) -> str:
@@ -41,7 +58,8 @@ class Parking:
 
     def __init__(self) -> None:
         self.waiting: dict[str, Candidate] = {}
-        self.siblings: dict[str, Diff] = {}
+        self.siblings: dict[str, Context] = {}
+        self.winding_down = False  # set once the run has nothing else to do: earlier versions may be contexts
         self.spares: list[Diff] = []
         self.base_keys: dict[tuple[str, int], str] = {}  # (artifact, version) -> its text's context key
 
@@ -61,15 +79,18 @@ class Parking:
         self.waiting[candidate.diff.id] = candidate
         self.siblings.pop(candidate.diff.id, None)
 
-    def release(self, fresh: Callable[[Candidate, Diff | None], bool]) -> list[Candidate]:
+    def release(self, fresh: Callable[[Candidate, Context | None], bool],
+                earlier: Sequence[Earlier] = ()) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
         else on the head with the first of `TRIES` siblings (other waiting candidates' changes, then the spares)
-        for which `fresh(c, sibling)` (noted in `siblings`)."""
+        for which `fresh(c, sibling)`, else, while `winding_down`, in the first of the `earlier` versions that is
+        fresh for it (the context chosen is noted in `siblings`)."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         for candidate in rest:
             others = ([s.diff for s in rest if s is not candidate] + self.spares)[:TRIES]
-            sibling = next((d for d in others if fresh(candidate, d)), None)
+            options: list[Context] = [*others, *(earlier[:EARLIER] if self.winding_down else ())]
+            sibling = next((d for d in options if fresh(candidate, d)), None)
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
                 ready.append(candidate)
@@ -78,4 +99,5 @@ class Parking:
         return ready
 
 
-__all__ = ["MARK", "SPARES", "TRIES", "Parking", "context_key", "replica_id", "used_contexts"]
+__all__ = ["EARLIER", "MARK", "SPARES", "TRIES", "Context", "Earlier", "Parking", "context_key", "replica_id",
+           "used_contexts"]

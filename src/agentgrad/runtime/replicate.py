@@ -12,7 +12,7 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.core.rebase import rebase
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.engine import Engine
-from agentgrad.runtime.parking import context_key, replica_id, used_contexts
+from agentgrad.runtime.parking import Context, Earlier, context_key, replica_id, used_contexts
 from agentgrad.runtime.records import Proposed, Snapshot
 
 MIN_ROWS = 8  # a replication tops its evidence up to this many rows besides the replicas (the no-harm check)
@@ -24,17 +24,23 @@ def applied_on(diff: Diff, text: str) -> str | None:
     return apply(moved, text) if isinstance(moved, Diff) and moved.ops else None
 
 
-def context_of(head: Snapshot, sibling: Diff | None) -> str | None:
-    """The text of a context: the head, or the head with `sibling`'s change (None if that does not apply)."""
+def context_of(head: Snapshot, sibling: Context | None) -> str | None:
+    """The text of a context: the head, the head with `sibling`'s change (None if that does not apply), or a
+    whole earlier text (a last-resort context, `runtime.parking`)."""
+    if isinstance(sibling, Earlier):
+        return sibling.text
     return head.text if sibling is None else applied_on(sibling, head.text)
 
 
-def is_fresh(engine: Engine, candidate: Candidate, sibling: Diff | None = None) -> bool:
-    """True if the context (the head, or the head with `sibling`) is one `candidate` was never scored in (not the
-    head its evidence was gathered on, nor one of its replicas') and its change applies there."""
+def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = None) -> bool:
+    """True if the context (the head, the head with `sibling`, or the earlier version `sibling`) is one
+    `candidate` was never scored in (not the head its evidence was gathered on, nor one of its replicas', nor the
+    version it was proposed on) and its change applies there."""
     text = context_of(engine.head, sibling)
     if text is None or applied_on(candidate.diff, text) is None:
         return False  # no such context, or the change does not apply there (or it already has it)
+    if isinstance(sibling, Earlier) and sibling.version in (engine.open.born(candidate.diff.id), None):
+        return False  # the version it was proposed on, picked there for failing (or that version is not known)
     seen = used_contexts(candidate)
     version = candidate.evidence.base_version
     if version is not None:

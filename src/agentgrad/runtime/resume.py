@@ -117,7 +117,7 @@ def _in_flight(engine: Engine) -> Work:
                 pending[candidate.diff.id] = (candidate, Outcome(item["outcome"]))
         elif Outcome(event.payload["outcome"]).final:
             pending.pop(event.payload["diff_id"], None)
-    engine.hold_open([c.diff for c, _ in pending.values()])
+    engine.hold_open([c.diff for c, _ in pending.values()], first=False)  # where each was born is not known
     return list(pending.values())
 
 

@@ -22,6 +22,7 @@ from agentgrad.optim.staleness import move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.parking import EARLIER, Earlier
 from agentgrad.runtime.records import Proposed, Snapshot
 from agentgrad.runtime.replicate import is_fresh, replicate
 from agentgrad.store.kinds import EventKind
@@ -193,8 +194,15 @@ def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidat
     return work
 
 
-def release_parked(engine: Engine) -> list[tuple[Candidate, Outcome]]:
+def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[Candidate, Outcome]]:
     """The parked candidates that can replicate now (on the head, or the head with a sibling's change), as work
-    for the gate. Besides each step, a loop with nothing else to do asks for them: a run that stops while one
-    waits leaves calls unused and a change undecided."""
-    return [(c, Outcome.EXTEND) for c in engine.parking.release(partial(is_fresh, engine))]
+    for the gate. Besides each step, a loop with nothing else to do asks for them (`winding_down`: from then
+    on, earlier versions may serve as last-resort contexts, `runtime.parking`): a run that stops while one waits
+    leaves calls unused and a change undecided."""
+    parking = engine.parking
+    parking.winding_down = parking.winding_down or winding_down
+    earlier: list[Earlier] = []
+    if parking.winding_down and parking.waiting:
+        history = engine.store.history(engine.artifact.id)[:-1]
+        earlier = [Earlier(v.number, v.text) for v in reversed(history[-EARLIER:])]
+    return [(c, Outcome.EXTEND) for c in parking.release(partial(is_fresh, engine), earlier)]
