@@ -33,3 +33,17 @@ def test_the_open_diffs_round_trip_and_bad_state_changes_nothing() -> None:
     with pytest.raises(StateDictError):
         copy.load_state_dict({"open": "nope"})
     assert copy.state_dict() == open_.state_dict()
+
+
+def test_a_diff_is_born_on_the_version_it_was_first_held_on_and_a_resumed_run_does_not_know_it() -> None:
+    open_ = OpenDiffs()
+    diff = _diff("- a: use method 1", "w1")
+    open_.hold([diff])
+    open_.hold([Diff(diff.artifact_id, 4, diff.ops, author="w1", id=diff.id)])  # held again, rebased
+    assert open_.born(diff.id) == 0
+    copy = OpenDiffs()
+    copy.load_state_dict(open_.state_dict())
+    copy.hold([Diff(diff.artifact_id, 5, diff.ops, author="w1", id=diff.id)])
+    assert copy.born(diff.id) is None
+    open_.drop(diff.id)
+    assert open_.born(diff.id) is None

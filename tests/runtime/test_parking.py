@@ -7,7 +7,16 @@ from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.optim.base import Candidate
-from agentgrad.runtime.parking import SPARES, TRIES, Parking, context_key, replica_id, used_contexts
+from agentgrad.runtime.parking import (
+    EARLIER,
+    SPARES,
+    TRIES,
+    Earlier,
+    Parking,
+    context_key,
+    replica_id,
+    used_contexts,
+)
 
 
 def candidate(name: str, origin: str | None = "t1") -> Candidate:
@@ -79,3 +88,24 @@ def test_at_most_tries_siblings_are_tried_per_candidate() -> None:
 
     assert parking.release(fresh) == []
     assert len(tried) == TRIES and len(parking) == 1
+
+
+def test_earlier_versions_are_contexts_only_once_the_run_winds_down() -> None:
+    parking = Parking()
+    parking.park(candidate("a"))
+    earlier = [Earlier(3, "v3"), Earlier(2, "v2")]
+    assert parking.release(lambda c, sibling: isinstance(sibling, Earlier), earlier) == []
+    parking.winding_down = True
+    (released,) = parking.release(lambda c, sibling: isinstance(sibling, Earlier) and sibling.version == 2, earlier)
+    assert released.diff.id == "a" and parking.siblings["a"] == Earlier(2, "v2")
+
+
+def test_at_most_earlier_versions_are_tried_and_siblings_come_first() -> None:
+    parking = Parking()
+    parking.winding_down = True
+    parking.offer([candidate("s").diff])
+    parking.park(candidate("a"))
+    tried: list[object] = []
+    many = [Earlier(v, f"v{v}") for v in range(EARLIER + 3, 0, -1)]
+    parking.release(lambda c, sibling: tried.append(sibling) is not None, many)
+    assert tried[0] is None and isinstance(tried[1], Diff) and tried[2:] == many[:EARLIER]

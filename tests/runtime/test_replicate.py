@@ -3,6 +3,7 @@ can show a gain for, is committed once its origin task wins again in fresh conte
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ from agentgrad.optim.judge import REPLICA_WINS
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
+from agentgrad.runtime.parking import Earlier
 from agentgrad.runtime.records import candidate_from_dict, candidate_to_dict
 from agentgrad.runtime.replicate import applied_on, is_fresh
+from agentgrad.runtime.stale import release_parked
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
@@ -135,5 +138,29 @@ def test_a_context_the_change_cannot_apply_on_is_not_fresh_for_it(tmp_path: Path
         assert not is_fresh(engine, candidate, rival)  # the candidate conflicts there: replicate would park it again
         engine.parking.offer([rival])
         assert engine.parking.release(lambda c, s: is_fresh(engine, c, s)) == []
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_an_earlier_version_is_fresh_unless_the_candidate_was_proposed_on_it(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        candidate = _parked(engine, engine.train[0])  # proposed (born) on version 0
+        born = Earlier(0, engine.head.text)
+        other = Earlier(7, engine.head.text + "- q1: use method 2\n")
+        moved = replace(candidate, evidence=replace(candidate.evidence, base_version=None))
+        assert not is_fresh(engine, moved, born)  # where it was picked for failing: never a context
+        assert is_fresh(engine, moved, other)
+        engine.open.drop(candidate.diff.id)
+        assert not is_fresh(engine, moved, other)  # not known where it was born: no earlier version serves
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_winding_down_releases_a_lone_candidate_on_an_earlier_version(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        _parked(engine, engine.train[0])
+        assert release_parked(engine) == []  # the head is where its evidence is: no context yet
+        assert release_parked(engine, winding_down=True) == []  # no earlier version than the one it was born on
+        assert engine.parking.winding_down and len(engine.parking) == 1
 
     helpers.on_engine(tmp_path / "run", body)

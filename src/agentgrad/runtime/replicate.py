@@ -39,7 +39,8 @@ def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = Non
     text = context_of(engine.head, sibling)
     if text is None or applied_on(candidate.diff, text) is None:
         return False  # no such context, or the change does not apply there (or it already has it)
-    if isinstance(sibling, Earlier) and sibling.version in (engine.open.born(candidate.diff.id), None):
+    born = engine.open.born(candidate.diff.id)
+    if isinstance(sibling, Earlier) and (born is None or sibling.version == born):
         return False  # the version it was proposed on, picked there for failing (or that version is not known)
     seen = used_contexts(candidate)
     version = candidate.evidence.base_version
