@@ -11,6 +11,7 @@ from agentgrad.runtime.parking import (
     EARLIER,
     SPARES,
     TRIES,
+    Context,
     Earlier,
     Parking,
     context_key,
@@ -46,7 +47,7 @@ def test_two_waiting_candidates_are_each_others_context() -> None:
     parking.park(candidate("b"))
     released = parking.release(lambda c, sibling: sibling is not None)
     assert [c.diff.id for c in released] == ["a", "b"]
-    assert parking.siblings["a"].id == "b" and parking.siblings["b"].id == "a"
+    assert parking.siblings["a"] == candidate("b").diff and parking.siblings["b"] == candidate("a").diff
 
 
 def test_a_lone_candidate_takes_the_newest_turned_down_change_that_is_fresh_for_it() -> None:
@@ -54,8 +55,8 @@ def test_a_lone_candidate_takes_the_newest_turned_down_change_that_is_fresh_for_
     spares = [candidate(f"s{i}").diff for i in range(3)]
     parking.offer(spares)
     parking.park(candidate("a"))
-    (released,) = parking.release(lambda c, sibling: sibling is not None and sibling.id != "s2")
-    assert parking.siblings[released.diff.id].id == "s1"
+    (released,) = parking.release(lambda c, sibling: isinstance(sibling, Diff) and sibling.id != "s2")
+    assert parking.siblings[released.diff.id] == spares[1]
 
 
 def test_the_spares_are_bounded_newest_first() -> None:
@@ -81,10 +82,10 @@ def test_at_most_tries_siblings_are_tried_per_candidate() -> None:
     parking.park(candidate("a"))
     tried: list[str] = []
 
-    def fresh(c: Candidate, sibling: Diff | None) -> bool:
-        if sibling is not None:
+    def fresh(c: Candidate, sibling: Context | None) -> bool:
+        if isinstance(sibling, Diff):
             tried.append(sibling.id)
-        return sibling is not None and sibling.id == "s0"  # only the oldest would do, and it is past the tries
+        return isinstance(sibling, Diff) and sibling.id == "s0"  # only the oldest would do, and it is past the tries
 
     assert parking.release(fresh) == []
     assert len(tried) == TRIES and len(parking) == 1
@@ -105,7 +106,12 @@ def test_at_most_earlier_versions_are_tried_and_siblings_come_first() -> None:
     parking.winding_down = True
     parking.offer([candidate("s").diff])
     parking.park(candidate("a"))
-    tried: list[object] = []
+    tried: list[Context | None] = []
+
+    def fresh(c: Candidate, sibling: Context | None) -> bool:
+        tried.append(sibling)
+        return False
+
     many = [Earlier(v, f"v{v}") for v in range(EARLIER + 3, 0, -1)]
-    parking.release(lambda c, sibling: tried.append(sibling) is not None, many)
+    parking.release(fresh, many)
     assert tried[0] is None and isinstance(tried[1], Diff) and tried[2:] == many[:EARLIER]
