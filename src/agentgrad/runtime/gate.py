@@ -36,6 +36,7 @@ Score = Callable[[str, str], Awaitable[float]]  # (text, task id) -> score
 POOLS = ("auto", "val", "train+val")
 SPOT_CHECK = 4  # a re-check scores again this many of the candidate's wins and losses on the new head
 FOCUS_CUT = 0.5  # a focus task is at least this share as like the origin as the most alike task
+UNFOCUSED_FIRST = 8  # the first look of a candidate with too few tasks like its origin scores at most this many
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,10 @@ class Gate:
         lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
         rest = [t for t in rest if t not in given and t not in set(lead)]
         if not full and self.config.max_examples is not None:  # the plan: `max_examples` tasks a look in all
-            rest = rest[: max(0, self.config.max_examples * looks - len(given) - len(lead))]
+            per_look = self.config.max_examples
+            if looks == 1 and not focus and origin is not None and not given and not first:
+                per_look = min(per_look, UNFOCUSED_FIRST)  # nothing like its origin to win on: a harm check first
+            rest = rest[: max(0, per_look * looks - len(given) - len(lead))]
         order = lead + rest
         visit = self._windowed if windowed else self._chunked
         # futility assumes the tasks come in an order that does not depend on earlier scores: not so for re-checks
