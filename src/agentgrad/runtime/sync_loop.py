@@ -113,6 +113,11 @@ async def _gate_in_waves(engine: Engine, todo: Sequence[Callable[[], Awaitable[C
     return out
 
 
+def _rollouts(engine: Engine) -> int:
+    """Rollouts so far, those served from the gate's kept outputs (which make no call) included."""
+    return engine.journal.counts["rollouts"] + engine.journal.counts["reused_rollouts"]
+
+
 def _can_continue(engine: Engine, held: int) -> bool:
     exhausted = engine.accounts.meter.exhausted()
     if engine.accounts.time_left() <= 0 or "gate_evals" in exhausted or "calls" in exhausted:
@@ -142,13 +147,13 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
                 break
             round_no = engine.journal.counts["rounds"]
             engine.journal.counts["rounds"] += 1
-            calls, had_work = engine.journal.calls, bool(held)
+            calls, had_work, rolled = engine.journal.calls, bool(held), _rollouts(engine)
             batch = await run_round(engine, round_no, held)
             held = []
             if batch:
                 held = follow_ups(engine, aggregate(engine, batch), batch)
                 await maybe_promote(engine)
-            elif engine.journal.calls == calls and not had_work:
+            elif engine.journal.calls == calls and not had_work and _rollouts(engine) == rolled:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
             stalled = released and not batch and engine.journal.calls == calls
 
