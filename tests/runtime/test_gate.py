@@ -15,7 +15,8 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ConfigError
 from agentgrad.optim.stats import posterior_summary
 from agentgrad.runtime.budget import OutOfBudget
-from agentgrad.runtime.gate import Gate, GateConfig, verdict_is_certain
+from agentgrad.runtime.gate import UNFOCUSED_FIRST, Gate, GateConfig, verdict_is_certain
+from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache, Scored
 
@@ -368,3 +369,25 @@ def test_another_look_keeps_the_evidence_so_far_and_scores_as_many_tasks_again()
     assert len(first.rows) == 8 and len(again.rows) == 16
     assert set(first.rows) <= set(again.rows)  # nothing of the first look is lost or re-drawn
     assert scores.calls["cand"] == 16  # the first look's tasks were not scored again
+
+
+def test_a_first_look_with_nothing_like_its_origin_is_a_short_harm_check() -> None:
+    inputs = {"lonely": "xylophone quasar"} | {f"r{i}": f"refund order {i} parcel" for i in range(20)}
+    val = [t for t in inputs if t != "lonely"]
+    table = {"base": {t: 0.0 for t in inputs}, "cand": {t: 0.0 for t in inputs}}
+
+    def gate() -> Gate:
+        config = GateConfig(chunk=4, max_examples=24, futility=0.0, early_stop=False)
+        return Gate(_Scores(table), val, config, seed=0, margin=0.02, estimator=DurationEstimator(),
+                    locality=Locality(inputs))
+
+    async def main() -> tuple[Evidence, Evidence, Evidence]:
+        lone = await gate().evidence("d1", "base", 0, "cand", delta=0.05, origin="lonely")
+        focused = await gate().evidence("d2", "base", 0, "cand", delta=0.05, origin="r0")
+        second = await gate().evidence("d3", "base", 0, "cand", delta=0.05, origin="lonely", looks=2)
+        return lone, focused, second
+
+    lone, focused, second = anyio.run(main)
+    assert not lone.focus and len(lone.rows) == UNFOCUSED_FIRST
+    assert focused.focus and len(focused.rows) > UNFOCUSED_FIRST  # tasks like its origin: the whole plan
+    assert len(second.rows) > UNFOCUSED_FIRST  # a later look is not cut
