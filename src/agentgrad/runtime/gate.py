@@ -36,7 +36,14 @@ Score = Callable[[str, str], Awaitable[float]]  # (text, task id) -> score
 POOLS = ("auto", "val", "train+val")
 SPOT_CHECK = 4  # a re-check scores again this many of the candidate's wins and losses on the new head
 FOCUS_CUT = 0.5  # a focus task is at least this share as like the origin as the most alike task
-UNFOCUSED_FIRST = 8  # the first look of a candidate with too few tasks like its origin scores at most this many
+UNFOCUSED_FIRST = 8  # the first look of a candidate with too few tasks like its origin scores this many first
+
+
+def _shows_gain(scores: Mapping[str, tuple[float, float]]) -> bool:
+    """True if the candidate won on at least two of the tasks scored and on more than it lost: a first look cut to
+    a harm check then goes on with the rest of its plan (stopping early only ever turns a verdict into a reject)."""
+    won = sum(1 for b, c in scores.values() if c > b)
+    return won >= 2 and won > sum(1 for b, c in scores.values() if c < b)
 
 
 @dataclass(frozen=True)
@@ -289,10 +296,8 @@ class Gate:
         lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
         rest = [t for t in rest if t not in given and t not in set(lead)]
         if not full and self.config.max_examples is not None:  # the plan: `max_examples` tasks a look in all
-            per_look = self.config.max_examples
-            if looks == 1 and not focus and origin is not None and not given and not first:
-                per_look = min(per_look, UNFOCUSED_FIRST)  # nothing like its origin to win on: a harm check first
-            rest = rest[: max(0, per_look * looks - len(given) - len(lead))]
+            rest = rest[: max(0, self.config.max_examples * looks - len(given) - len(lead))]
+        lone = not full and looks == 1 and not focus and origin is not None and not given and not first
         order = lead + rest
         visit = self._windowed if windowed else self._chunked
         # futility assumes the tasks come in an order that does not depend on earlier scores: not so for re-checks
@@ -300,7 +305,12 @@ class Gate:
         planned = len(focus) if focus else len(given) + len(order)
         look = _Look(frozenset(focus), delta, noise, not given and not first,
                      prefer_calibrated(planned, delta=delta, margin=self.margin, noise=noise, prior=self.prior))
-        scores = await visit((base_text, cand_text), order, look, full, given)
+        if lone and len(order) > UNFOCUSED_FIRST:  # nothing like its origin: a harm check, the rest if it shows gain
+            scores = await visit((base_text, cand_text), order[:UNFOCUSED_FIRST], look, full, given)
+            if _shows_gain(scores):
+                scores = await visit((base_text, cand_text), order[UNFOCUSED_FIRST:], look, full, scores)
+        else:
+            scores = await visit((base_text, cand_text), order, look, full, given)
         complete = all(t in scores for t in self.val_ids)
         far = self.far(origin, [t for t in scores if t not in look.focus])
         return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
