@@ -297,7 +297,8 @@ class Gate:
         rest = [t for t in rest if t not in given and t not in set(lead)]
         if not full and self.config.max_examples is not None:  # the plan: `max_examples` tasks a look in all
             rest = rest[: max(0, self.config.max_examples * looks - len(given) - len(lead))]
-        lone = not full and looks == 1 and not focus and origin is not None and not given and not first
+        lone = (not full and looks == 1 and not focus and origin is not None and not given and not first
+                and self.config.early_stop and self.config.max_examples is not None)  # else: the plan asked for
         order = lead + rest
         visit = self._windowed if windowed else self._chunked
         # futility assumes the tasks come in an order that does not depend on earlier scores: not so for re-checks
