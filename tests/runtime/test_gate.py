@@ -371,23 +371,22 @@ def test_another_look_keeps_the_evidence_so_far_and_scores_as_many_tasks_again()
     assert scores.calls["cand"] == 16  # the first look's tasks were not scored again
 
 
-def test_a_first_look_with_nothing_like_its_origin_is_a_short_harm_check() -> None:
+def test_a_first_look_with_nothing_like_its_origin_is_a_short_harm_check_unless_it_shows_gain() -> None:
     inputs = {"lonely": "xylophone quasar"} | {f"r{i}": f"refund order {i} parcel" for i in range(20)}
     val = [t for t in inputs if t != "lonely"]
-    table = {"base": {t: 0.0 for t in inputs}, "cand": {t: 0.0 for t in inputs}}
+    table = {"base": {t: 0.0 for t in inputs}, "tie": {t: 0.0 for t in inputs}, "win": {t: 1.0 for t in inputs}}
 
-    def gate() -> Gate:
-        config = GateConfig(chunk=4, max_examples=24, futility=0.0, early_stop=False)
+    def gate(early_stop: bool = True) -> Gate:
+        config = GateConfig(chunk=8, max_examples=24, futility=0.0, early_stop=early_stop)
         return Gate(_Scores(table), val, config, seed=0, margin=0.02, estimator=DurationEstimator(),
                     locality=Locality(inputs))
 
-    async def main() -> tuple[Evidence, Evidence, Evidence]:
-        lone = await gate().evidence("d1", "base", 0, "cand", delta=0.05, origin="lonely")
-        focused = await gate().evidence("d2", "base", 0, "cand", delta=0.05, origin="r0")
-        second = await gate().evidence("d3", "base", 0, "cand", delta=0.05, origin="lonely", looks=2)
-        return lone, focused, second
+    async def main() -> tuple[Evidence, ...]:
+        return (await gate().evidence("d1", "base", 0, "tie", delta=0.05, origin="lonely"),
+                await gate().evidence("d2", "base", 0, "win", delta=0.05, origin="lonely"),
+                await gate(early_stop=False).evidence("d3", "base", 0, "tie", delta=0.05, origin="lonely"))
 
-    lone, focused, second = anyio.run(main)
-    assert not lone.focus and len(lone.rows) == UNFOCUSED_FIRST
-    assert focused.focus and len(focused.rows) > UNFOCUSED_FIRST  # tasks like its origin: the whole plan
-    assert len(second.rows) > UNFOCUSED_FIRST  # a later look is not cut
+    harm_check, gain, strict = anyio.run(main)
+    assert not harm_check.focus and len(harm_check.rows) == UNFOCUSED_FIRST  # nothing to win on: 8 tasks
+    assert len(gain.rows) > UNFOCUSED_FIRST  # wins on those 8: the rest of the plan follows
+    assert len(strict.rows) == len(val)  # no early stops asked for: the whole plan
