@@ -94,7 +94,10 @@ def test_at_most_tries_siblings_are_tried_per_candidate() -> None:
 def test_earlier_versions_are_contexts_only_once_the_run_winds_down() -> None:
     parking = Parking()
     parking.park(candidate("a"))
-    earlier = [Earlier(3, "v3"), Earlier(2, "v2")]
+    versions = [Earlier(3, "v3"), Earlier(2, "v2")]
+
+    def earlier() -> list[Earlier]:
+        return versions
     assert parking.release(lambda c, sibling: isinstance(sibling, Earlier), earlier) == []
     parking.winding_down = True
     (released,) = parking.release(lambda c, sibling: isinstance(sibling, Earlier) and sibling.version == 2, earlier)
@@ -113,5 +116,5 @@ def test_at_most_earlier_versions_are_tried_and_siblings_come_first() -> None:
         return False
 
     many = [Earlier(v, f"v{v}") for v in range(EARLIER + 3, 0, -1)]
-    parking.release(fresh, many)
+    parking.release(fresh, lambda: many)
     assert tried[0] is None and isinstance(tried[1], Diff) and tried[2:] == many[:EARLIER]

@@ -80,17 +80,20 @@ class Parking:
         self.siblings.pop(candidate.diff.id, None)
 
     def release(self, fresh: Callable[[Candidate, Context | None], bool],
-                earlier: Sequence[Earlier] = ()) -> list[Candidate]:
+                earlier: Callable[[], Sequence[Earlier]] = tuple) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
         else on the head with the first of `TRIES` siblings (other waiting candidates' changes, then the spares)
-        for which `fresh(c, sibling)`, else, while `winding_down`, in the first of the `earlier` versions that is
-        fresh for it (the context chosen is noted in `siblings`)."""
+        for which `fresh(c, sibling)`, else, while `winding_down`, in the first of the `earlier()` versions that is
+        fresh for it (read once, and only if a candidate needs one; the context chosen is noted in `siblings`)."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
+        versions: Sequence[Earlier] | None = None
         for candidate in rest:
             others = ([s.diff for s in rest if s is not candidate] + self.spares)[:TRIES]
-            options: list[Context] = [*others, *(earlier[:EARLIER] if self.winding_down else ())]
-            sibling = next((d for d in options if fresh(candidate, d)), None)
+            sibling: Context | None = next((d for d in others if fresh(candidate, d)), None)
+            if sibling is None and self.winding_down:
+                versions = earlier()[:EARLIER] if versions is None else versions
+                sibling = next((v for v in versions if fresh(candidate, v)), None)
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
                 ready.append(candidate)

@@ -201,8 +201,8 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
     leaves calls unused and a change undecided."""
     parking = engine.parking
     parking.winding_down = parking.winding_down or winding_down
-    earlier: list[Earlier] = []
-    if parking.winding_down and parking.waiting:
+
+    def earlier() -> list[Earlier]:
         history = engine.store.history(engine.artifact.id)[:-1]
-        earlier = [Earlier(v.number, v.text) for v in reversed(history[-EARLIER:])]
+        return [Earlier(v.number, v.text) for v in reversed(history[-EARLIER:])]
     return [(c, Outcome.EXTEND) for c in parking.release(partial(is_fresh, engine), earlier)]
