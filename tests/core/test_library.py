@@ -6,7 +6,7 @@ import pytest
 
 from agentgrad.core.artifact import Artifact, Kind, Layer
 from agentgrad.core.diff import Diff, apply, compose, fingerprint, invert, simplify
-from agentgrad.core.library import Library, is_packed, member_text, pack, unpack
+from agentgrad.core.library import Library, changed_members, is_packed, member_text, pack, unpack
 from agentgrad.core.ops import Op
 from agentgrad.core.rebase import Conflict, rebase
 from agentgrad.errors import ConfigError, InvalidOpError
@@ -109,3 +109,11 @@ def test_library_of_a_mapping_makes_texts_skills_and_sorts_members() -> None:
 def test_a_bad_library_is_refused_saying_why(members: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Library.of(members)  # type: ignore[arg-type]
+
+
+def test_changed_members_names_the_members_whose_text_differs() -> None:
+    old = pack({"system": "Be brief.", "tips": "", "verifier": "ok"})
+    new = pack({"system": "Be kind.", "tips": "", "verifier": "ok"})
+    assert changed_members(old, new) == frozenset({"system"})
+    assert changed_members(old, old) == frozenset()
+    assert changed_members(old, pack({"system": "Be brief.", "tips": ""})) == frozenset({"verifier"})

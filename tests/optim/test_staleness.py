@@ -15,7 +15,7 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.core.ops import Op
 from agentgrad.errors import StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, verdict
-from agentgrad.optim.staleness import StalenessState, alpha_for, drop_stale, move_to_head
+from agentgrad.optim.staleness import StalenessState, alpha_for, drop_stale, lag_of, move_to_head
 
 AID = "skills/style"
 OTHER = "skills/other"
@@ -248,3 +248,24 @@ def test_in_a_library_heat_is_kept_per_member() -> None:
     state = stage.observe([accepted], state, ctx)
     assert state.rate_at("tips", 10.0, 60.0) > 0 and state.rate_at("system", 10.0, 60.0) == 0
     assert state.routes == {}
+
+
+def _library_head(version: int, changes: dict[int, frozenset[str]]) -> Head:
+    return Head(version, 'agentgrad-library/1\n{"system": "Be kind.", "tips": ""}', changes=changes)
+
+
+def test_in_a_library_only_versions_that_changed_a_member_the_diff_edits_count_as_lag() -> None:
+    tips = Diff("library", 1, (Op.add("rule", "- a").within("tips"),))
+    changes = {2: frozenset({"system"}), 3: frozenset({"system"}), 4: frozenset({"tips", "system"})}
+    assert lag_of(tips, _library_head(4, changes)) == 1
+    assert lag_of(tips, _library_head(3, changes)) == 0
+    assert lag_of(tips, _library_head(4, {3: changes[3], 4: changes[4]})) == 3  # version 2 unknown: all count
+    plain = Diff("library", 1, (Op.add("rule", "- a"),))
+    assert lag_of(plain, _library_head(4, changes)) == 3  # an op of no member: every version counts
+    stage = drop_stale(alpha_max=0)
+    cand = Candidate(tips, evidence())
+    ctx = Context({"library": _library_head(3, changes)})
+    batch, state = stage.update(Batch((cand,)), stage.init(), ctx)
+    assert not batch.decisions and batch.candidates[0].diff.base_version == 3 and state.rebased == 1
+    batch, _ = stage.update(Batch((cand,)), stage.init(), Context({"library": _library_head(4, changes)}))
+    assert only_decision(batch).outcome is Outcome.STALE and only_decision(batch).numbers["lag"] == 1.0

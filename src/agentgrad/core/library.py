@@ -47,6 +47,12 @@ def unpack(text: str) -> dict[str, str]:
     return data
 
 
+def changed_members(old: str, new: str) -> frozenset[str]:
+    """The members whose text differs between packed texts `old` and `new` (a member added or dropped counts)."""
+    before, after = unpack(old), unpack(new)
+    return frozenset(m for m in before.keys() | after.keys() if before.get(m) != after.get(m))
+
+
 def member_text(text: str, member: str) -> str:
     """The text of `member` in packed `text`; `InvalidOpError` naming it if it is not a member."""
     texts = unpack(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar
 
 from agentgrad.core.artifact import Kind, Layer
@@ -22,12 +23,20 @@ from agentgrad.optim.noise import NoiseEstimate
 
 @dataclass(frozen=True)
 class Head:
-    """The current committed state of one artifact, as the optimizer sees it."""
+    """The current committed state of one artifact, as the optimizer sees it.
+
+    `changes` is for a packed library's head: for recent versions, the members each one changed (a version not
+    listed is unknown). Staleness counts only the versions that changed a member a diff edits (`optim.staleness`).
+    """
 
     version: int
     text: str
     layer: Layer = Layer.L2
     kind: Kind = Kind.SKILL
+    changes: Mapping[int, frozenset[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "changes", MappingProxyType(dict(self.changes)))
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 A diff's lag is η = head.version − diff.base_version. The tolerated lag α shrinks as an artifact gets hot: every
 commit that lands between a diff's base and the head is a chance of semantic interference, and a rebased diff's
 cheap re-check is wasted more often. The heat is an exponentially decayed commit rate (commits per second) per
-artifact, learned in `observe` from ACCEPTED decisions at `ctx.now`. In a library run the heat is each member's:
-a diff's tolerated lag follows the hottest member it edits.
+artifact, learned in `observe` from ACCEPTED decisions at `ctx.now`. In a library run both are each member's: a
+diff's lag counts only the versions that changed a member it edits (`lag_of`), and its tolerated lag follows the
+hottest member it edits.
 """
 
 from __future__ import annotations
@@ -105,15 +106,28 @@ def _head(candidate: Candidate, ctx: Context) -> Head:
     return head_of_diff(candidate.diff, ctx, stage=NAME)
 
 
-def move_to_head(diff: Diff, head_text: str, head_version: int, alpha: int | None) -> Diff | tuple[Outcome, str]:
+def lag_of(diff: Diff, head: Head) -> int:
+    """How many versions behind `head` the diff is: for a library diff, only the versions that changed a member it
+    edits count, when `head.changes` knows every version in between (else every version counts)."""
+    lag = head.version - diff.base_version
+    members = diff.members()
+    between = range(diff.base_version + 1, head.version + 1)
+    if lag <= 0 or not members or any(v not in head.changes for v in between):
+        return lag
+    return sum(1 for v in between if head.changes[v] & members)
+
+
+def move_to_head(diff: Diff, head_text: str, head_version: int, alpha: int | None, *,
+                 lag: int | None = None) -> Diff | tuple[Outcome, str]:
     """The staleness rule, the one place it is decided (the runtime applies it before the gate, this stage in a
     step): a diff made `lag` versions behind the head is rebased onto it while `lag <= alpha` (None: any lag; a
     contract-breaking diff is never rebased), and the moved diff returned; else (STALE, why) when it is too old or
     its rebase conflicts, or (DUPLICATE, why) when the head already has its effect. A diff on the head itself is
-    returned as it is."""
-    lag = head_version - diff.base_version
-    if lag <= 0:
+    returned as it is. `lag` defaults to the versions between; a library run passes `lag_of` (only the versions
+    that changed a member the diff edits)."""
+    if head_version <= diff.base_version:
         return diff
+    lag = head_version - diff.base_version if lag is None else lag
     if diff.breaks_contract or (alpha is not None and lag > alpha):
         reason = f"lag {lag} exceeds the tolerated lag {0 if diff.breaks_contract else alpha} of {diff.artifact_id!r}"
         if diff.breaks_contract:
@@ -137,7 +151,7 @@ def _judge(candidate: Candidate, head: Head, alpha: int,
         except ApplyConflictError as exc:
             return "rejected", verdict(candidate, Outcome.REJECTED, NAME, f"does not apply to head: {exc}", numbers)
         return "passed", candidate
-    moved = move_to_head(diff, head.text, head.version, alpha)
+    moved = move_to_head(diff, head.text, head.version, alpha, lag=lag_of(diff, head))
     if isinstance(moved, Diff):
         return "rebased", replace(candidate, diff=moved, recheck=True)
     outcome, reason = moved
@@ -171,7 +185,7 @@ def drop_stale(*, alpha_max: int = 4, alpha_min: int = 0, half_rate: float = 1.0
             rate = max(state.rate_at(a, ctx.now, decay) for a in members or [candidate.diff.artifact_id])
             alpha = 0 if candidate.diff.breaks_contract else alpha_for(
                 rate, alpha_max=alpha_max, alpha_min=alpha_min, half_rate=half_rate)
-            numbers = {"lag": float(head.version - candidate.diff.base_version), "alpha": float(alpha), "rate": rate}
+            numbers = {"lag": float(lag_of(candidate.diff, head)), "alpha": float(alpha), "rate": rate}
             kind, result = _judge(candidate, head, alpha, numbers)
             counts[kind] += 1
             if isinstance(result, Decision):

@@ -25,6 +25,7 @@ from agentgrad.optim.schedules import delta_schedule
 from agentgrad.runtime.accounts import Accounts
 from agentgrad.runtime.budget import Budget, Ledger
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
+from agentgrad.runtime.changes import MemberChanges
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.evaluator import Evaluator, UserFunctions
 from agentgrad.runtime.gate import Gate
@@ -67,6 +68,7 @@ class Engine:
         self.tasks, self.train, self.val = tasks, list(train), list(val)
         self.artifact, self.strategy, self.user, self.config = artifact, strategy, user, config
         self.library = library  # a library run: `artifact` packs these members (`agentgrad.core.library`)
+        self.changes = MemberChanges(store, artifact.id) if library is not None else None  # members per version
         self.sections = SectionOwners.of(tasks, train, config.workers.rollout) if config.parallel == "sections" \
             else None
         self.store, self.aggregator = store, aggregator
@@ -313,7 +315,8 @@ class Engine:
         """The heads the optimizer sees now."""
         layer = self.artifact.layer
         assert layer is not None
-        heads = {self.artifact.id: Head(self.head.version, self.head.text, layer, self.artifact.kind)}
+        changes = {} if self.changes is None else self.changes.recent(self.head.version)
+        heads = {self.artifact.id: Head(self.head.version, self.head.text, layer, self.artifact.kind, changes)}
         if self.library is not None:  # each member's head, at the library's version (governance reads its layer)
             texts = unpack(self.head.text)
             heads.update({m.id: Head(self.head.version, texts[m.id], m.layer or Layer.L2, m.kind)

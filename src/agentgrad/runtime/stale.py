@@ -17,8 +17,8 @@ from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.optim.aggregator import StepResult
-from agentgrad.optim.base import Candidate
-from agentgrad.optim.staleness import move_to_head
+from agentgrad.optim.base import Candidate, Head
+from agentgrad.optim.staleness import lag_of, move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
@@ -40,7 +40,9 @@ def reanchor(engine: Engine, proposed: Proposed) -> Proposed | Decision:
     if head.version <= proposed.diff.base_version:
         return proposed
     alpha = None if staleness.policy is StalePolicy.KEEP else staleness.alpha_max
-    moved = move_to_head(proposed.diff, head.text, head.version, alpha)  # the one staleness rule (`optim`)
+    lag = None if engine.changes is None else \
+        lag_of(proposed.diff, Head(head.version, head.text, changes=engine.changes.recent(head.version)))
+    moved = move_to_head(proposed.diff, head.text, head.version, alpha, lag=lag)  # the one staleness rule (`optim`)
     if isinstance(moved, Diff):
         engine.journal.counts["rebased_before_gate"] += 1
         return Proposed(moved, head, proposed.origin)

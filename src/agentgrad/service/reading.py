@@ -16,6 +16,7 @@ from agentgrad.cli.status import StatsReader, read_stats
 from agentgrad.core.decision import Outcome
 from agentgrad.service.errors import not_found
 from agentgrad.service.rendering import unified
+from agentgrad.store.codec import summarise
 from agentgrad.store.sqlite import SQLiteStore
 
 
@@ -73,7 +74,7 @@ def decisions(target: RunDir, *, outcome: Outcome | None, artifact_id: str | Non
         summaries: dict[str, Any] = {}
         for decision in page:
             if decision.diff_id not in summaries:
-                summaries[decision.diff_id] = store.why(decision.diff_id)["evidence"]
+                summaries[decision.diff_id] = summarise(store.evidence(decision.diff_id))
     return [{**d.to_dict(), "evidence": summaries[d.diff_id]} for d in page], total
 
 
