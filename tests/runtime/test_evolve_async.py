@@ -6,12 +6,14 @@ import itertools
 import json
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Outcome
 from agentgrad.data.task import Task
 from agentgrad.errors import RewardError, RunFailedError
@@ -191,3 +193,22 @@ def test_an_outage_after_a_good_start_stops_the_run_with_a_clear_error(tmp_path:
     assert isinstance(result.error, RunFailedError)
     assert "all failed, after" in str(result.error) and "model server went away" in str(result.error)
     assert result.counts["run_errors"] >= 32 and result.usage.rollouts < 400
+
+
+@pytest.mark.timeout(60)
+def test_repair_on_an_l1_artifact_ends_within_its_budget_and_commits_only_fully_checked_changes(
+        tmp_path: Path) -> None:
+    """REPAIR under the asynchronous runtime on an L1 artifact (every commit needs a full check) was reported to
+    hang: a deferred change behind another's full check came back forever. It must end, ok, with its budget."""
+    bot = agent(median=0.001)
+    staleness = Staleness(async_ratio=10_000, alpha_max=0, policy=StalePolicy.REPAIR, repair=bot.repair)
+    result = run(tmp_path, bot, staleness=staleness, budget=Budget(calls=300),
+                 artifact=replace(WORLD.artifact, layer=Layer.L1))
+    assert result.ok, result.error
+    assert result.usage.rollouts + result.usage.gate_evals <= 300
+    assert bot.repairs, "no stale diff was handed to repair: the test did not exercise the policy"
+    accepted = [d for d in result.decisions if d.outcome is Outcome.ACCEPTED]
+    assert accepted, "nothing was learned"
+    with SQLiteStore(tmp_path, git=False) as lib:
+        assert all(lib.evidence(d.diff_id).full for d in accepted)  # L1: only on a full check
+    check_commits(tmp_path)
