@@ -109,6 +109,25 @@ def _budget(budget: Budget | None) -> Budget:
     return budget
 
 
+def _config(config: RunConfig | None, staleness: Staleness | None) -> RunConfig:
+    """`config` (or the default), refused with a `ConfigError` when it or `staleness` is of the wrong type."""
+    if config is not None and not isinstance(config, RunConfig):
+        raise ConfigError(f"config must be a RunConfig, got {type(config).__name__}")
+    if staleness is not None and not isinstance(staleness, Staleness):
+        raise ConfigError(f"staleness must be a Staleness, got {type(staleness).__name__}")
+    return RunConfig() if config is None else config
+
+
+def _check_hooks(callbacks: Sequence[Callback], clock: Callable[[], float] | None) -> None:
+    """A `ConfigError` unless `callbacks` is a sequence of functions and `clock` is None or a function."""
+    hooks = items(callbacks, "callbacks", object)
+    if not all(callable(c) for c in hooks):
+        raise ConfigError("callbacks must be functions (kind, payload) -> None, got "
+                          f"{[type(c).__name__ for c in hooks if not callable(c)]}")
+    if clock is not None:
+        function(clock, "clock (a function returning seconds)")
+
+
 def _run_dir(store: str | Path | None) -> Path:
     """The run directory (created), or a `ConfigError` saying why it cannot be."""
     if store is not None and not isinstance(store, (str, Path)):
@@ -202,22 +221,13 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
     `time.monotonic` by default) is the run's time port: a fake clock makes the optimizer's view of time, and so a
     synchronous run, reproducible. Returns a `Result`; a systemic fault sets `Result.error` and is logged.
     """
-    base = RunConfig() if config is None else config
-    if not isinstance(base, RunConfig):
-        raise ConfigError(f"config must be a RunConfig, got {type(base).__name__}")
-    if staleness is not None and not isinstance(staleness, Staleness):
-        raise ConfigError(f"staleness must be a Staleness, got {type(staleness).__name__}")
+    base = _config(config, staleness)
     config = replace(base, workers=base.workers if workers is None else Workers.of(workers),
                      asynchronous=base.asynchronous if asynchronous is None else asynchronous,
                      staleness=staleness or base.staleness, seed=base.seed if seed is None else seed)
     user = _user(run, propose, agent, reward, config.staleness.repair)
     budget = _budget(budget)
-    hooks = items(callbacks, "callbacks", object)
-    if not all(callable(c) for c in hooks):
-        raise ConfigError("callbacks must be functions (kind, payload) -> None, got "
-                          f"{[type(c).__name__ for c in hooks if not callable(c)]}")
-    if clock is not None:
-        function(clock, "clock (a function returning seconds)")
+    _check_hooks(callbacks, clock)
     splits = _splits(tasks, config.seed)
     start = _artifact(artifact)
     power = gate_power(n_val=len(splits.val), n_train=len(splits.train), gate=config.gate,
