@@ -3,13 +3,15 @@ stage's artifact is edited."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentgrad import Budget, evolve
 from agentgrad.agents.pipeline import Pipeline, PipelineStage
-from agentgrad.errors import ConfigError
+from agentgrad.errors import ConfigError, InvalidIdError
 from agentgrad.testing.pipeline_world import PIPELINE, RULES, fix, library, present, score, tasks
 
 
@@ -45,6 +47,24 @@ def test_a_pipeline_run_learns_each_stage_from_blamed_failures(tmp_path: Path) -
 def test_a_pipeline_needs_distinct_stages() -> None:
     with pytest.raises(ConfigError, match="distinct"):
         Pipeline((PipelineStage("a", present), PipelineStage("a", present)))
+
+
+@pytest.mark.parametrize(("make", "error", "says"), [
+    (lambda: Pipeline(None),  # type: ignore[arg-type]
+     ConfigError, r"^Pipeline.stages must be a sequence of PipelineStage values, got NoneType$"),
+    (lambda: Pipeline((1,)),  # type: ignore[arg-type]
+     ConfigError, r"^Pipeline.stages must hold only PipelineStage values, got int at index 0$"),
+    (lambda: PipelineStage(None, present),  # type: ignore[arg-type]
+     InvalidIdError, r"^PipelineStage.artifact must be a string, got NoneType$"),
+    (lambda: PipelineStage("a", 3),  # type: ignore[arg-type]
+     ConfigError, r"^stage 'a': step \(rendered, input\) -> output must be a function"),
+    (lambda: PipelineStage("a", present, check=3),  # type: ignore[arg-type]
+     ConfigError, r"^stage 'a': check .* must be a function, got int$"),
+], ids=["stages-none", "stages-ints", "artifact-none", "step-not-callable", "check-not-callable"])
+def test_a_pipeline_of_the_wrong_shape_is_refused_when_it_is_built(make: Callable[[], Any], error: type[Exception],
+                                                                   says: str) -> None:
+    with pytest.raises(error, match=says):
+        make()
 
 
 def test_the_reward_credits_the_leading_stages_that_are_right() -> None:

@@ -73,7 +73,7 @@ def test_workers_as_an_int_splits_like_workers_of() -> None:
 @pytest.mark.parametrize(("text", "key", "expected"), [
     (BASE.replace("[budget]\nrollouts = 10\n", ""), "budget", "required"),
     (BASE.replace("rollouts = 10", 'rollouts = "ten"'), "budget.rollouts", "valid integer"),
-    (BASE.replace("rollouts = 10", "rollouts = -1"), "budget.rollouts", "finite number >= 0"),
+    (BASE.replace("rollouts = 10", "rollouts = -1"), "budget.rollouts", "must be an int >= 0"),
     (BASE.replace("rollouts = 10", "cost = 1.0\ncots = 2.0"), "budget.cots", "unknown key"),
     (BASE.replace('"openai:gpt-4o-mini"', '"gemini:pro"'), "model.name", "'openai:<model>'"),
     (BASE.replace('name = "openai:gpt-4o-mini"', 'run = "no_such_module_xyz:run"\npropose = "os:getcwd"'),

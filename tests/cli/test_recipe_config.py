@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from agentgrad.store.sqlite import SQLiteStore
 from tests.cli.helpers import cli
@@ -61,3 +64,22 @@ def test_an_unknown_recipe_or_a_recipe_on_the_world_task_is_one_clear_line(tmp_p
     assert len(problems) == 1 and "recipe.name" in problems[0] and "gepa2" in problems[0]
     without = CONFIG.replace('reflector = "my_recipe_mod:reflect"\n', "")
     assert any("reflector" in p for p in _parse(without, tmp_path))
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ("{ bogus = 1 }", r"^recipe: options \['bogus'\] are not options of recipe 'gepa'; it takes \[.*'minibatch'"),
+    ("{ seed = 1 }", r"^recipe: options \['seed'\] are set by the other sections"),
+])
+def test_recipe_options_the_recipe_does_not_take_are_one_problem_naming_them(tmp_path: Path, options: str,
+                                                                             says: str) -> None:
+    (tmp_path / "my_recipe_mod.py").write_text(MODULE)
+    problems = _parse(CONFIG.replace("options = { minibatch = 3 }", f"options = {options}"), tmp_path)
+    assert len(problems) == 1 and re.match(says, problems[0]), problems
+
+
+def test_a_recipe_option_of_the_wrong_type_is_one_error_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "my_recipe_mod.py").write_text(MODULE)
+    config = tmp_path / "gepa.toml"
+    config.write_text(CONFIG.replace("minibatch = 3", 'minibatch = "3"'))
+    result = cli("run", config, "--run-dir", tmp_path / "run", "--quiet")
+    assert result.exit_code == 2 and result.stderr == "error: gepa: minibatch must be an int >= 1, got '3'\n"

@@ -11,7 +11,20 @@ from typing import Any
 import pytest
 
 from agentgrad.core import _checks
-from agentgrad.core._checks import flag, integer, is_integer, is_number, number, one_of, probability, text
+from agentgrad.core._checks import (
+    flag,
+    function,
+    integer,
+    is_integer,
+    is_number,
+    items,
+    member,
+    number,
+    one_of,
+    probability,
+    text,
+)
+from agentgrad.core.artifact import Kind, Layer
 from agentgrad.errors import ConfigError, InvalidEvidenceError, StateDictError
 
 
@@ -142,6 +155,32 @@ def test_one_of_returns_the_choice_and_lists_the_choices_when_refusing() -> None
         one_of("middle", "pick", ("first", "last"))
     with pytest.raises(ConfigError, match=r"^pool must be one of 'a', 'b', 'c', got None$"):
         one_of(None, "pool", ("a", "b", "c"))
+
+
+def test_member_takes_an_enum_member_or_its_value_and_lists_the_values_when_refusing() -> None:
+    assert member("skill", "kind", Kind) is Kind.SKILL and member(Layer.L0, "layer", Layer) is Layer.L0
+    for bad in ("L9", None, ["L0"]):
+        with pytest.raises(ConfigError, match=r"^layer must be one of 'L0', 'L1', 'L2', got "):
+            member(bad, "layer", Layer)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (None, "xs must be a sequence of int values, got NoneType"),
+    ("12", "xs must be a sequence of int values, got str"),
+    ({"a": 1}, "xs must be a sequence of int values, got dict"),
+    (5, "xs must be a sequence of int values, got int"),
+    ([1, "2"], "xs must hold only int values, got str at index 1"),
+])
+def test_items_refuses_what_is_no_sequence_of_the_kind_and_says_which_item(value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        items(value, "xs", int)
+    assert items(iter([1, 2]), "xs", int) == (1, 2) and items([], "xs", int) == ()
+
+
+def test_function_refuses_what_cannot_be_called() -> None:
+    assert function(len, "f") is len
+    with pytest.raises(InvalidEvidenceError, match=r"^f must be a function, got int$"):
+        function(3, "f", error=InvalidEvidenceError)
 
 
 def test_the_predicates_agree_with_the_raising_helpers() -> None:

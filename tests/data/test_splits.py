@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -145,3 +147,19 @@ def test_bad_fractions_are_config_errors(fractions: tuple[float, ...]) -> None:
 def test_duplicate_ids_are_refused() -> None:
     with pytest.raises(DataError, match="appears twice"):
         split([Task("a", "1"), Task("a", "2"), Task("b", "3")])
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda: split(None), r"^tasks must be a sequence of Task values, got NoneType$"),  # type: ignore[arg-type]
+    (lambda: split([1, 2]), r"^tasks must hold only Task values, got int at index 0$"),  # type: ignore[list-item]
+    (lambda: split(make_tasks(["a"] * 4), stratify=3),  # type: ignore[arg-type]
+     r"^stratify \(a function task -> label\) must be a function, got int$"),
+    (lambda: split(make_tasks(["a"] * 4), stratify=lambda t: t.meta["nope"]),
+     r"^stratify failed on task '.*': KeyError: 'nope' \(it must return a hashable label for every task\)$"),
+    (lambda: split(make_tasks(["a"] * 4), stratify=lambda t: [t.id]),  # type: ignore[arg-type, return-value]
+     r"^stratify failed on task '.*': TypeError: unhashable type: 'list'"),
+    (lambda: Splits(None, (), (), "p"), r"^Splits.train must be a sequence of Task values"),  # type: ignore[arg-type]
+], ids=["none", "ints", "stratify-not-callable", "stratify-raises", "stratify-unhashable", "splits-none"])
+def test_tasks_and_stratify_of_the_wrong_kind_are_data_errors(call: Callable[[], Any], says: str) -> None:
+    with pytest.raises(DataError, match=says):
+        call()

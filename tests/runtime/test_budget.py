@@ -28,6 +28,14 @@ def test_budget_refuses_negative_nan_infinite_and_non_numbers(field: str, value:
         Budget(**{"wall_time": 60.0, field: value})
 
 
+@pytest.mark.parametrize("field", ["rollouts", "proposals", "gate_evals", "calls", "tokens", "tokens_per_call"])
+def test_budget_counts_of_calls_and_tokens_refuse_fractions(field: str) -> None:
+    fraction: dict[str, Any] = {"wall_time": 60.0, field: 2.5}
+    with pytest.raises(ConfigError, match=rf"^Budget.{field} must be an int >= 0, got 2.5$"):
+        Budget(**fraction)
+    assert getattr(Budget(**{**fraction, field: 3}), field) == 3
+
+
 def test_budget_limit_is_infinite_when_unset() -> None:
     budget = Budget(rollouts=3)
     assert budget.limit("rollouts") == 3.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from agentgrad.errors import ConfigError
 from agentgrad.runtime.budget import Budget
-from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
+from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
 from agentgrad.runtime.gate import GateConfig
 from agentgrad.store.events import EventLog
 from tests.runtime.helpers import agent, run
@@ -55,6 +56,35 @@ def test_run_config_refuses_bad_timeouts_batches_seeds_and_knobs(fields: dict[st
 def test_gate_config_refuses_empty_chunks(fields: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="GateConfig"):
         GateConfig(**fields)
+
+
+BAD_KNOBS: list[tuple[Callable[..., Any], dict[str, Any], str]] = [
+    (Workers, {"adaptive": 1}, r"^Workers.adaptive must be True or False, got 1$"),
+    (Staleness, {"policy": "bogus"}, r"^Staleness.policy must be one of 'keep', 'discard', 'repair', got 'bogus'$"),
+    (Staleness, {"policy": None}, r"^Staleness.policy must be one of .* got None$"),
+    (GateConfig, {"screen": 1}, r"^GateConfig.screen must be True or False, got 1$"),
+    (GateConfig, {"early_stop": "yes"}, r"^GateConfig.early_stop must be True or False, got 'yes'$"),
+    (Acceptance, {"margin": math.nan}, r"^Acceptance.margin must be a number in \[0, 1\), got nan$"),
+    (Acceptance, {"margin": "x"}, r"^Acceptance.margin must be a number in \[0, 1\), got 'x'$"),
+    (Acceptance, {"delta": math.nan}, r"^constant value must be a finite number, got nan$"),
+    (Acceptance, {"delta": 0.9}, r"^a delta schedule must stay inside \(0, 0.5\)"),
+    (Acceptance, {"delta": "0.05"}, r"^delta must be a number or a Schedule, got str$"),
+    (RunConfig, {"asynchronous": 1}, r"^RunConfig.asynchronous must be True or False, got 1$"),
+    (RunConfig, {"workers": 3}, r"^RunConfig.workers must be a Workers \(Workers.of\(n\) for a count\), got int$"),
+    (RunConfig, {"workers": {"rollout": 2}}, r"^RunConfig.workers must be a Workers .* got dict$"),
+    (RunConfig, {"staleness": None}, r"^RunConfig.staleness must be a Staleness, got NoneType$"),
+    (RunConfig, {"gate": None}, r"^RunConfig.gate must be a GateConfig, got NoneType$"),
+    (RunConfig, {"acceptance": 0.05}, r"^RunConfig.acceptance must be an Acceptance, got float$"),
+    (RunConfig, {"trust_region": None}, r"^RunConfig.trust_region must be a TrustRegion, got NoneType$"),
+]
+
+
+@pytest.mark.parametrize(("kind", "fields", "says"), BAD_KNOBS,
+                         ids=[f"{kind.__name__}.{next(iter(fields))}" for kind, fields, _ in BAD_KNOBS])
+def test_wrong_types_of_knobs_and_nested_configs_are_one_config_error(kind: Callable[..., Any], fields: dict[str, Any],
+                                                                      says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        kind(**fields)
 
 
 def test_evolve_keeps_the_given_config_unless_told_otherwise(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
-from agentgrad.errors import ConfigError, RewardError, RunFailedError
+from agentgrad.errors import ConfigError, RewardError, RunFailedError, SystemicError
 from agentgrad.providers.errors import AuthError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
@@ -20,7 +21,7 @@ from agentgrad.runtime.gate import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
-from tests.runtime.helpers import WORLD, agent, check_commits, dispatched, events, run
+from tests.runtime.helpers import BUDGET, WORLD, agent, check_commits, dispatched, events, run
 
 WORLD_REWARD = WorldAgent.reward
 
@@ -259,12 +260,47 @@ def test_a_proposal_outside_the_trust_region_is_refused_before_any_evaluation(tm
 @pytest.mark.parametrize(("change", "says"), [
     ({"budget": 5}, "budget must be a Budget"),
     ({"callbacks": [1]}, "callbacks must be functions"),
-])
+    ({"callbacks": None}, "callbacks must be a sequence of object values, got NoneType"),
+    ({"config": 3}, "config must be a RunConfig, got int"),
+    ({"staleness": 3}, "staleness must be a Staleness, got int"),
+], ids=["budget", "callbacks", "callbacks-none", "config", "staleness"])
 def test_bad_arguments_to_evolve_are_one_typed_error_naming_the_argument(tmp_path: Path, change: dict[str, Any],
                                                                          says: str) -> None:
-    with pytest.raises(ConfigError, match=says):
+    with pytest.raises(ConfigError, match=says) as caught:
         run(tmp_path / "run", agent(), **change)
+    assert "\n" not in str(caught.value)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     with pytest.raises(ConfigError, match=r"cannot use .* as the run directory"):
         run(blocker / "run", agent())
+
+
+TASKS_CLOCK_STORE = [
+    ({"tasks": None}, r"^tasks \(agentgrad.data.Task values.* or a Splits\) must be a sequence .*, got NoneType$"),
+    ({"tasks": "tasks"}, r"^tasks \(.*\) must be a sequence of Task values, got str$"),
+    ({"tasks": [{"id": "a", "input": "x"}]}, r"^tasks \(.*\) must hold only Task values, got dict at index 0$"),
+    ({"clock": 3}, r"^clock \(a function returning seconds\) must be a function, got int$"),
+    ({"store": 3}, r"^store must be a path \(str or Path\) to the run directory, got int$"),
+    ({"store": "a\x00b"}, r"^cannot use 'a\\x00b' as the run directory \(store=\): embedded null byte$"),
+]
+
+
+@pytest.mark.parametrize(("change", "says"), TASKS_CLOCK_STORE,
+                         ids=["tasks-none", "tasks-str", "tasks-dicts", "clock", "store-int", "store-nul"])
+def test_tasks_a_clock_or_a_store_of_the_wrong_type_are_one_config_error(tmp_path: Path, change: dict[str, Any],
+                                                                          says: str) -> None:
+    bot = agent()
+    given: dict[str, Any] = {"tasks": bot.splits(), "store": tmp_path, **change}
+    with pytest.raises(ConfigError, match=says):
+        evolve(given.pop("tasks"), bot.reward, agent=bot, budget=BUDGET, **given)
+
+
+def test_a_callback_that_raises_stops_the_run_with_a_systemic_error_naming_it(tmp_path: Path) -> None:
+    def broken_tracker(kind: str, payload: Any) -> None:
+        if kind == "commit" or kind == "verdict":
+            raise KeyError("step")
+
+    result = run(tmp_path, agent(), callbacks=[broken_tracker], asynchronous=False)
+    assert isinstance(result.error, SystemicError)
+    assert re.fullmatch(r"callback .*broken_tracker failed on the '(commit|verdict)' event: KeyError: 'step'",
+                        str(result.error))

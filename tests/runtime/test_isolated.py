@@ -59,5 +59,7 @@ def test_functions_a_worker_process_cannot_find_are_refused() -> None:
         in_subprocess(_async_run)
     with pytest.raises(ConfigError, match="takes a function, got int"):
         in_subprocess(42)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="processes must be >= 1"):
+    with pytest.raises(ConfigError, match=r"^in_subprocess: processes must be an int >= 1, got 0$"):
         in_subprocess(isolated_run.solve, processes=0)
+    with pytest.raises(ConfigError, match=r"^in_subprocess: processes must be an int >= 1, got '2'$"):
+        in_subprocess(isolated_run.solve, processes="2")  # type: ignore[arg-type]

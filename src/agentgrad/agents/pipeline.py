@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentgrad.core._checks import function, items
+from agentgrad.core.ids import validate_id
 from agentgrad.errors import ConfigError
 
 STAGES_FIELD = "stages"
@@ -36,6 +38,11 @@ class PipelineStage:
     artifact: str
     step: Step
     check: Callable[[Any, Any], bool] = lambda output, expected: bool(output == expected)
+
+    def __post_init__(self) -> None:
+        validate_id(self.artifact, what="PipelineStage.artifact")
+        function(self.step, f"stage {self.artifact!r}: step (rendered, input) -> output")
+        function(self.check, f"stage {self.artifact!r}: check (output, expected) -> bool")
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ class Pipeline:
     stages: tuple[PipelineStage, ...]
 
     def __post_init__(self) -> None:
-        ids = [s.artifact for s in self.stages]
+        ids = [s.artifact for s in items(self.stages, "Pipeline.stages", PipelineStage)]
         if not ids or len(set(ids)) != len(ids):
             raise ConfigError(f"a pipeline needs stages over distinct artifacts, got {ids}")
 

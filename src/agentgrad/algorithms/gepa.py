@@ -21,6 +21,7 @@ from typing import Any
 
 from agentgrad.algorithms.base import Callback, Recipe, RecipeAgent, Reply, Solver, fenced, resolve, text_of
 from agentgrad.algorithms.pareto import sample_parent, wins_somewhere
+from agentgrad.core._checks import integer
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.library import Library, is_packed, pack, unpack
 from agentgrad.data.splits import Splits
@@ -51,8 +52,8 @@ class GEPAAgent(RecipeAgent):
                  members: Sequence[str] | None = None, seed: int = 0, params: Mapping[str, Any] | None = None,
                  template: str | None = None) -> None:
         super().__init__(solver, reflector, seed=seed, params=params)
-        if minibatch < 1 or merge_every < 0:
-            raise ConfigError(f"gepa: minibatch must be >= 1 and merge_every >= 0, got {minibatch}, {merge_every}")
+        integer(minibatch, "gepa: minibatch", low=1)
+        integer(merge_every, "gepa: merge_every", low=0)
         self.minibatch, self.merge_every = minibatch, merge_every
         self.members = None if members is None else list(members)
         self.template = template or _prompt()

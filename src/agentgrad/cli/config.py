@@ -29,6 +29,9 @@ Positive = Annotated[int, Field(ge=1)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0, le=1)]
 BUILTIN_SCORERS = ("contains", "exact", "f1", "normalized_exact", "numeric")
+# what `cli.launch` passes a recipe's entry point itself (from [task], [model], [budget] and [run]), not options
+LAUNCH_SETS = frozenset({"run", "model", "reflector", "artifact", "budget", "asynchronous", "workers", "store", "seed",
+                         "callbacks"})
 MODEL_KINDS = "'local', 'local:<gguf path>', 'openai:<model>' or 'anthropic:<model>'"
 
 
@@ -189,6 +192,26 @@ class RecipeSection(BaseModel):
         if value not in NAMES:
             raise ValueError(f"expected one of the recipes {list(NAMES)}, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _known_options(self) -> RecipeSection:
+        import inspect
+
+        from agentgrad.algorithms.catalog import entry_point
+
+        clash = sorted(set(self.options) & LAUNCH_SETS)
+        if clash:
+            raise ValueError(f"options {clash} are set by the other sections ([task], [model], [budget], [run]), not "
+                             "as recipe options")
+        parameters = inspect.signature(entry_point(self.name)).parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            return self  # the recipe passes its options on, and checks them there
+        takes = sorted(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY
+                       and p.name not in LAUNCH_SETS)
+        unknown = sorted(set(self.options) - set(takes))
+        if unknown:
+            raise ValueError(f"options {unknown} are not options of recipe {self.name!r}; it takes {takes}")
+        return self
 
     @field_validator("reflector")
     @classmethod

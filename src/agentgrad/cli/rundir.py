@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgrad.cli.config import ConfigSource
+from agentgrad.core._checks import is_integer
 from agentgrad.errors import AgentgradError, DamagedStoreError
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from agentgrad.store.sqlite import SQLiteStore
 
 DB = "agentgrad.db"
+MAX_PID = 2**22  # Linux's largest pid_max; a larger number in run.pid names no process
 CONFIG_KEY = "cli_config"
 STATE_KEY = "cli_state"
 
@@ -32,7 +34,10 @@ class RunDirError(AgentgradError):
 
 
 def process_alive(pid: int) -> bool:
-    """True if process `pid` exists and is not a zombie (a zombie has exited; only its parent has not reaped it)."""
+    """True if process `pid` exists and is not a zombie (a zombie has exited; only its parent has not reaped it).
+    A number that is no process id (< 1, or past `MAX_PID`) is no live process."""
+    if not is_integer(pid, low=1, high=MAX_PID):
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -116,6 +121,9 @@ class RunDir:
         from agentgrad.store.sqlite import SQLiteStore
 
         self.require()
+        if git:  # a writer would make a store of an empty database: a read first refuses what holds no run
+            with self.events():
+                pass
         try:
             store = SQLiteStore(self.path, git=git, readonly=not git)
         except (sqlite3.DatabaseError, DamagedStoreError) as exc:
@@ -153,11 +161,13 @@ class RunDir:
 
     # -- the process ----------------------------------------------------------------------------------------
     def pid(self) -> int | None:
-        """The pid in ``run.pid``, if the file is there and holds one."""
+        """The pid in ``run.pid``, if the file is there and holds one: a process id >= 1 (``-1`` or ``0`` would name
+        every process or a whole group to `os.kill`, so they are no pid; so is a number too large for one)."""
         try:
-            return int(self.pid_file.read_text().strip())
+            pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
+        return pid if is_integer(pid, low=1, high=MAX_PID) else None
 
     def running_pid(self) -> int | None:
         """The pid of a live agentgrad process running this directory, if any."""

@@ -26,12 +26,14 @@ agentgrad.errors.ConfigError: numeric tolerance must be a finite number >= 0, go
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TypeGuard, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
+from typing import Any, TypeGuard, TypeVar
 
 from agentgrad.errors import ConfigError
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
 
 SHOWN = 80  # characters of a refused value's repr that a message shows
 
@@ -158,6 +160,52 @@ def one_of(value: object, name: str, choices: Sequence[T], *, error: type[Except
     for choice in choices:
         if choice == value:
             return choice
+    raise error(f"{name} must be {_either(choices)}, got {_got(value)}")
+
+
+def _either(choices: Sequence[object]) -> str:
     shown = [repr(c) for c in choices]
-    expected = " or ".join(shown) if len(shown) <= 2 else f"one of {', '.join(shown)}"
-    raise error(f"{name} must be {expected}, got {_got(value)}")
+    return " or ".join(shown) if len(shown) <= 2 else f"one of {', '.join(shown)}"
+
+
+def member(value: object, name: str, kind: type[E], *, error: type[Exception] = ConfigError) -> E:
+    """The member of the enum `kind` that `value` is or names (``Kind.SKILL`` or ``"skill"``); else raises `error`
+    listing the values it takes.
+
+    >>> from agentgrad.core.artifact import Layer
+    >>> member("L9", "artifact 'a': layer", Layer)
+    Traceback (most recent call last):
+    ...
+    agentgrad.errors.ConfigError: artifact 'a': layer must be one of 'L0', 'L1', 'L2', got 'L9'
+    """
+    try:
+        return kind(value)
+    except (ValueError, TypeError):  # TypeError: an unhashable value
+        raise error(f"{name} must be {_either([m.value for m in kind])}, got {_got(value)}") from None
+
+
+def items(value: object, name: str, kind: type[T] | tuple[type[T], ...], *,
+          error: type[Exception] = ConfigError) -> tuple[T, ...]:
+    """`value` as a tuple if it is an iterable (not a string or a mapping) of `kind` values; else raises `error`
+    saying what it is, or which item is not a `kind`.
+
+    >>> items(None, "Diff.ops", int)
+    Traceback (most recent call last):
+    ...
+    agentgrad.errors.ConfigError: Diff.ops must be a sequence of int values, got NoneType
+    """
+    names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise error(f"{name} must be a sequence of {names} values, got {type(value).__name__}")
+    out = tuple(value)
+    for index, item in enumerate(out):
+        if not isinstance(item, kind):
+            raise error(f"{name} must hold only {names} values, got {type(item).__name__} at index {index}")
+    return out
+
+
+def function(value: object, name: str, *, error: type[Exception] = ConfigError) -> Callable[..., Any]:
+    """`value` if it is callable; else raises `error` naming its type."""
+    if callable(value):
+        return value
+    raise error(f"{name} must be a function, got {type(value).__name__}")

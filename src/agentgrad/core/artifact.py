@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 
-from agentgrad.core._checks import text
+from agentgrad.core._checks import member, text
 from agentgrad.core.ids import validate_id
 from agentgrad.errors import InvalidOpError
 
@@ -76,8 +76,9 @@ class Artifact:
 
     def __post_init__(self) -> None:
         validate_id(self.id)
-        object.__setattr__(self, "kind", Kind(self.kind))
-        layer = default_layer(self.kind) if self.layer is None else Layer(self.layer)
+        object.__setattr__(self, "kind", member(self.kind, f"artifact {self.id!r}: kind", Kind, error=InvalidOpError))
+        layer = (default_layer(self.kind) if self.layer is None else
+                 member(self.layer, f"artifact {self.id!r}: layer", Layer, error=InvalidOpError))
         object.__setattr__(self, "layer", layer)
         text(self.text, f"artifact {self.id!r}: text", empty=True, error=InvalidOpError)
         content_hash(self.text)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentgrad.core._checks import is_integer, items
 from agentgrad.core.ids import validate_id
 from agentgrad.core.library import member_text, with_member
 from agentgrad.core.ops import Action, Op
@@ -43,11 +44,9 @@ class Diff:
 
     def __post_init__(self) -> None:
         validate_id(self.artifact_id)
-        if not isinstance(self.base_version, int) or self.base_version < 0:
+        if not is_integer(self.base_version, low=0):
             raise InvalidOpError(f"base_version must be a non-negative int, got {self.base_version!r}")
-        ops = tuple(self.ops)
-        if not all(isinstance(op, Op) for op in ops):
-            raise InvalidOpError("every op of a diff must be an Op (use Op.from_dict for dicts)")
+        ops = items(self.ops, "Diff.ops (use Op.from_dict for dicts)", Op, error=InvalidOpError)
         object.__setattr__(self, "ops", ops)
         if not self.id:
             object.__setattr__(self, "id", "d" + _digest(self._content())[:15])

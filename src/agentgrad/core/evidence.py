@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentgrad.core._checks import number, text
+from agentgrad.core._checks import is_integer, is_number, items, number, text
 from agentgrad.errors import InvalidEvidenceError
 
 
@@ -61,19 +60,19 @@ class Evidence:
     replicas: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        rows = tuple(self.rows)
+        rows = items(self.rows, "evidence rows", Row, error=InvalidEvidenceError)
         seen: set[str] = set()
         for row in rows:
-            if not isinstance(row, Row):
-                raise InvalidEvidenceError(f"evidence rows must be Row values, got {type(row).__name__}")
             text(row.task_id, "evidence task id", error=InvalidEvidenceError)
             if row.task_id in seen:
                 raise InvalidEvidenceError(f"task {row.task_id!r} appears twice in one evidence")
             seen.add(row.task_id)
             _check_score(row.base, row.task_id, "base")
             _check_score(row.candidate, row.task_id, "candidate")
-        if not math.isfinite(self.cost) or self.cost < 0 or self.tokens < 0:
+        if not (is_number(self.cost, low=0) and is_number(self.tokens, low=0)):
             raise InvalidEvidenceError(f"cost and tokens must be finite and >= 0, got {self.cost!r}, {self.tokens!r}")
+        if self.base_version is not None and not is_integer(self.base_version, low=0):
+            raise InvalidEvidenceError(f"evidence base_version must be None or an int >= 0, got {self.base_version!r}")
         object.__setattr__(self, "rows", rows)
         object.__setattr__(self, "traces", tuple(self.traces))
         for name in ("focus", "far", "replicas"):

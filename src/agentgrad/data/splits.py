@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentgrad.core._checks import integer, is_number
+from agentgrad.core._checks import function, integer, is_number, items, text
 from agentgrad.data.errors import DataError
 from agentgrad.data.task import Task, check_unique
 from agentgrad.errors import ConfigError
@@ -37,6 +37,11 @@ class Splits:
     test: tuple[Task, ...]
     protocol: str
 
+    def __post_init__(self) -> None:
+        for name in NAMES:
+            object.__setattr__(self, name, items(getattr(self, name), f"Splits.{name}", Task, error=DataError))
+        text(self.protocol, "Splits.protocol", empty=True, error=DataError)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record of the split: the task ids of each part and the protocol."""
         return {"train": [t.id for t in self.train], "val": [t.id for t in self.val],
@@ -44,7 +49,7 @@ class Splits:
 
 
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
-    values = tuple(fractions)
+    values = items(fractions, "fractions (train, val, test)", (int, float))
     if len(values) != 3 or not all(is_number(f, finite=False) for f in values):
         raise ConfigError(f"fractions must be three numbers (train, val, test), got {fractions!r}")
     if any(not math.isfinite(f) or f < 0 for f in values) or not math.isclose(sum(values), 1.0, abs_tol=1e-9):
@@ -78,9 +83,14 @@ def _apportion(size: int, fractions: tuple[float, ...], behind: list[float]) -> 
 def _groups(tasks: list[Task], stratify: Callable[[Task], Hashable] | None) -> list[list[Task]]:
     if stratify is None:
         return [tasks]
+    function(stratify, "stratify (a function task -> label)", error=DataError)
     groups: dict[Hashable, list[Task]] = {}
     for task in tasks:
-        groups.setdefault(stratify(task), []).append(task)
+        try:
+            groups.setdefault(stratify(task), []).append(task)
+        except Exception as exc:  # the user's function, or a label that cannot be a dict key
+            raise DataError(f"stratify failed on task {task.id!r}: {type(exc).__name__}: {exc} (it must return a "
+                            "hashable label for every task)") from exc
     return list(groups.values())
 
 
@@ -102,6 +112,7 @@ def split(tasks: Sequence[Task], *, fractions: Sequence[float] = (0.5, 0.25, 0.2
     """
     shares = _check_fractions(fractions)
     integer(seed, "seed")
+    tasks = items(tasks, "tasks", Task, error=DataError)
     ordered = sorted(check_unique(tasks), key=lambda t: _rank(seed, t))
     place: dict[str, int] = {}
     behind = [0.0, 0.0, 0.0]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from agentgrad.core._checks import is_number, number
+from agentgrad.core._checks import integer, is_number, number
 from agentgrad.errors import BudgetOvershotError, ConfigError, StateDictError
 
 
@@ -26,6 +26,7 @@ class OutOfBudget(Exception):
 
 KINDS = ("rollouts", "proposals", "gate_evals", "calls", "tokens", "cost", "wall_time")
 BOUNDED = ("tokens", "cost")  # kinds a call reserves an upper bound of, when they are limited
+COUNTED = ("rollouts", "proposals", "gate_evals", "calls", "tokens", "tokens_per_call")  # the int fields
 RUN_CALLS = ("rollouts", "gate_evals")  # the kinds of call of the user's `run` that `Budget.calls` bounds together
 
 
@@ -59,7 +60,11 @@ class Budget:
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
-            if value is not None:
+            if value is None:
+                continue
+            if item.name in COUNTED:  # a number of calls or tokens: 2.5 rollouts is a mistake, not a limit
+                integer(value, f"Budget.{item.name}", low=0)
+            else:
                 number(value, f"Budget.{item.name}", low=0)
         if all(getattr(self, k) is None for k in KINDS):
             raise ConfigError("a Budget needs at least one limit (rollouts, proposals, gate_evals, calls, tokens, "

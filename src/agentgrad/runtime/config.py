@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from agentgrad.core._checks import flag, integer, is_integer, is_number
+from agentgrad.core._checks import flag, integer, is_integer, is_number, member, number
 from agentgrad.errors import ConfigError
 from agentgrad.optim.acceptance import check_looks, look_delta
-from agentgrad.optim.schedules import Schedule
+from agentgrad.optim.schedules import Schedule, delta_schedule
 from agentgrad.optim.trust_region import TrustRegion
 from agentgrad.runtime.gate import GateConfig
 
@@ -55,6 +55,7 @@ class Workers:
             integer(getattr(self, name), f"Workers.{name}", low=1)
         if self.slots is not None and not is_integer(self.slots, low=1):
             raise ConfigError(f"Workers.slots must be an int >= 1 or None, got {self.slots!r}")
+        flag(self.adaptive, "Workers.adaptive")
 
     @property
     def run_slots(self) -> int:
@@ -87,7 +88,7 @@ class Staleness:
     repair: Callable[..., Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "policy", StalePolicy(self.policy))
+        object.__setattr__(self, "policy", member(self.policy, "Staleness.policy", StalePolicy))
         if not all(is_integer(v, low=0) for v in (self.async_ratio, self.alpha_max)):
             raise ConfigError(f"async_ratio and alpha_max must be >= 0, got {self.async_ratio}, {self.alpha_max}")
         if self.policy is StalePolicy.REPAIR and self.repair is None:
@@ -117,6 +118,8 @@ class Acceptance:
 
     def __post_init__(self) -> None:
         check_looks(self.looks, self.first_share, self.promise)
+        number(self.margin, "Acceptance.margin", low=0.0, below=1.0)
+        delta_schedule(self.delta)  # the check evolve() makes, made when the value is built
 
     def look_delta(self, delta: float, look: int) -> float:
         """The δ look number `look` is tested at, from the head's δ."""
@@ -172,6 +175,14 @@ class RunConfig:
     parallel: str = "data"
 
     def __post_init__(self) -> None:
+        for name, kind in (("workers", Workers), ("staleness", Staleness), ("gate", GateConfig),
+                           ("acceptance", Acceptance), ("trust_region", TrustRegion)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                hint = " (Workers.of(n) for a count)" if kind is Workers else ""
+                article = "an" if kind.__name__[0] in "AEIOU" else "a"
+                raise ConfigError(f"RunConfig.{name} must be {article} {kind.__name__}{hint}, got "
+                                  f"{type(value).__name__}")
         if self.parallel not in PARALLEL_MODES:
             raise ConfigError(f"RunConfig.parallel must be one of {list(PARALLEL_MODES)}, got {self.parallel!r}")
         timeout = self.timeout
@@ -180,7 +191,7 @@ class RunConfig:
         wait = self.fuse_wait
         if wait is not None and not is_number(wait, low=0):
             raise ConfigError(f"RunConfig.fuse_wait must be None or a finite number of seconds >= 0, got {wait!r}")
-        for name in ("inline_reward", "reuse_outputs"):
+        for name in ("asynchronous", "inline_reward", "reuse_outputs"):
             flag(getattr(self, name), f"RunConfig.{name}")
         hedge = self.hedge
         if hedge is not None and not is_number(hedge, low=0):

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from agentgrad.core._checks import function, items
 from agentgrad.core.artifact import Artifact, Kind
 from agentgrad.core.library import Library, unpack
 from agentgrad.data.splits import Splits, split
@@ -56,10 +57,8 @@ def _user(run: Callable[..., Any] | None, propose: Callable[..., Any] | None, ag
 def _splits(tasks: Sequence[Task] | Splits, seed: int) -> Splits:
     if isinstance(tasks, Splits):
         return tasks
-    items = list(tasks)
-    if not all(isinstance(t, Task) for t in items):
-        raise ConfigError("tasks must be agentgrad.data.Task values (see tasks_from_rows) or a Splits")
-    return split(items, seed=seed)
+    given = items(tasks, "tasks (agentgrad.data.Task values, see tasks_from_rows, or a Splits)", Task)
+    return split(list(given), seed=seed)
 
 
 Artifacts = Artifact | str | Library | Mapping[str, Artifact | str] | None
@@ -110,13 +109,35 @@ def _budget(budget: Budget | None) -> Budget:
     return budget
 
 
+def _config(config: RunConfig | None, staleness: Staleness | None) -> RunConfig:
+    """`config` (or the default), refused with a `ConfigError` when it or `staleness` is of the wrong type."""
+    if config is not None and not isinstance(config, RunConfig):
+        raise ConfigError(f"config must be a RunConfig, got {type(config).__name__}")
+    if staleness is not None and not isinstance(staleness, Staleness):
+        raise ConfigError(f"staleness must be a Staleness, got {type(staleness).__name__}")
+    return RunConfig() if config is None else config
+
+
+def _check_hooks(callbacks: Sequence[Callback], clock: Callable[[], float] | None) -> None:
+    """A `ConfigError` unless `callbacks` is a sequence of functions and `clock` is None or a function."""
+    hooks = items(callbacks, "callbacks", object)
+    if not all(callable(c) for c in hooks):
+        raise ConfigError("callbacks must be functions (kind, payload) -> None, got "
+                          f"{[type(c).__name__ for c in hooks if not callable(c)]}")
+    if clock is not None:
+        function(clock, "clock (a function returning seconds)")
+
+
 def _run_dir(store: str | Path | None) -> Path:
     """The run directory (created), or a `ConfigError` saying why it cannot be."""
+    if store is not None and not isinstance(store, (str, Path)):
+        raise ConfigError(f"store must be a path (str or Path) to the run directory, got {type(store).__name__}")
     run_dir = Path(store) if store is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot use {run_dir} as the run directory (store=): {exc.strerror or exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot use {str(run_dir)!r} as the run directory (store=): {reason}") from exc
     return run_dir
 
 
@@ -200,15 +221,13 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
     `time.monotonic` by default) is the run's time port: a fake clock makes the optimizer's view of time, and so a
     synchronous run, reproducible. Returns a `Result`; a systemic fault sets `Result.error` and is logged.
     """
-    base = config or RunConfig()
+    base = _config(config, staleness)
     config = replace(base, workers=base.workers if workers is None else Workers.of(workers),
                      asynchronous=base.asynchronous if asynchronous is None else asynchronous,
                      staleness=staleness or base.staleness, seed=base.seed if seed is None else seed)
     user = _user(run, propose, agent, reward, config.staleness.repair)
     budget = _budget(budget)
-    if not all(callable(c) for c in callbacks):
-        raise ConfigError("callbacks must be functions (kind, payload) -> None, got "
-                          f"{[type(c).__name__ for c in callbacks if not callable(c)]}")
+    _check_hooks(callbacks, clock)
     splits = _splits(tasks, config.seed)
     start = _artifact(artifact)
     power = gate_power(n_val=len(splits.val), n_train=len(splits.train), gate=config.gate,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from agentgrad.core._checks import integer, is_number
+from agentgrad.core._checks import flag, integer, is_number
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.errors import ConfigError
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
@@ -83,6 +83,8 @@ class GateConfig:
             integer(value, f"GateConfig.{name}", low=low)
         if self.pool not in POOLS:
             raise ConfigError(f"GateConfig.pool must be one of {POOLS}, got {self.pool!r}")
+        for name in ("screen", "early_stop"):
+            flag(getattr(self, name), f"GateConfig.{name}")
 
     def widened(self, n_val: int) -> bool:
         """True if the gate's pool takes training tasks beside `n_val` validation tasks."""

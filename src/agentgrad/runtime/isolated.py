@@ -26,6 +26,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_process
 
+from agentgrad.core._checks import integer
 from agentgrad.errors import ConfigError
 
 P = ParamSpec("P")
@@ -55,8 +56,8 @@ def in_subprocess(fn: Callable[P, R], *, processes: int | None = None) -> Callab
         raise ConfigError(f"in_subprocess: {getattr(fn, '__qualname__', fn)!r} cannot be found by a worker process; "
                           "define it at the top level of a module the worker can import (not in __main__, not a "
                           "lambda or a nested function)")
-    if processes is not None and processes < 1:
-        raise ConfigError(f"in_subprocess: processes must be >= 1, got {processes}")
+    if processes is not None:
+        integer(processes, "in_subprocess: processes", low=1)
     limiters: dict[object, anyio.CapacityLimiter] = {}  # one per event loop (`evolve` runs one per call)
 
     def limiter() -> anyio.CapacityLimiter | None:

@@ -16,6 +16,7 @@ import anyio
 
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
+from agentgrad.errors import AgentgradError, SystemicError
 from agentgrad.optim.base import Candidate
 from agentgrad.store.events import EventLog
 from agentgrad.store.kinds import WALL, EventKind
@@ -151,9 +152,17 @@ class Recorder:
         self._heard(kind, payload)
 
     def tell(self, kind: EventKind, payload: Mapping[str, Any]) -> None:
-        """Tell the callbacks about an event that is not logged on its own (e.g. `call`: its `done` row is)."""
+        """Tell the callbacks about an event that is not logged on its own (e.g. `call`: its `done` row is). A
+        callback that raises stops the run with a `SystemicError` naming it and the event (the log is intact)."""
         for callback in self.callbacks:
-            callback(kind, payload)
+            try:
+                callback(kind, payload)
+            except AgentgradError:
+                raise
+            except Exception as exc:  # the user's callback: say which failed, and on what
+                name = getattr(callback, "__qualname__", type(callback).__name__)
+                raise SystemicError(f"callback {name} failed on the {getattr(kind, 'value', kind)!r} event: "
+                                    f"{type(exc).__name__}: {exc}") from exc
 
     def emit_many(self, rows: Sequence[tuple[EventKind, Mapping[str, Any]]]) -> None:
         """Log several events in one transaction (all or none), then tell the callbacks."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
+from agentgrad.core._checks import is_integer
 from agentgrad.core.artifact import Version, content_hash
 from agentgrad.core.decision import Decision, Outcome, Standing
 from agentgrad.core.diff import Diff
@@ -59,6 +60,8 @@ def connect(path: Path, busy_timeout: float, *, readonly: bool = False) -> sqlit
     an existing database without writing anything, not even a setting (so a directory the user cannot write can
     be read); every write through it fails.
     """
+    if path.is_dir():
+        raise DamagedStoreError(f"{path} is a directory, not an agentgrad store's database file")
     if readonly:
         return _read_only(path, busy_timeout)
     conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False)
@@ -73,10 +76,11 @@ def connect(path: Path, busy_timeout: float, *, readonly: bool = False) -> sqlit
 
 def _prepare(conn: sqlite3.Connection, path: Path, busy_timeout: float) -> None:
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    version = _check_version(conn, path, fresh=True)  # before anything is written: a foreign file stays as it was
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    if _check_version(conn, path) < SCHEMA_VERSION:
+    if version < SCHEMA_VERSION:
         schema = resources.files("agentgrad.store").joinpath("schema.sql").read_text("utf-8")
         conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;")
 
@@ -91,8 +95,8 @@ def _read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
         try:
             with damage_reported(str(path)):
                 conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-                _check_version(conn, path)
                 conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                _check_version(conn, path, fresh=False)
             return conn
         except sqlite3.OperationalError as exc:
             conn.close()
@@ -104,10 +108,20 @@ def _read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _check_version(conn: sqlite3.Connection, path: Path) -> int:
+def _check_version(conn: sqlite3.Connection, path: Path, *, fresh: bool) -> int:
+    """The file's schema version; `DamagedStoreError` if it is an SQLite database agentgrad did not make (version
+    0 with tables of its own), or with `fresh` False (a reader) one that holds no store yet (an empty file)."""
     found = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if found > SCHEMA_VERSION:
         raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
+    if found == 0:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 4")]
+        if names:
+            raise DamagedStoreError(f"{path} is not an agentgrad store: an SQLite database of something else "
+                                    f"(tables {names}); nothing was written to it")
+        if not fresh:
+            raise DamagedStoreError(f"{path} holds no agentgrad store (an empty database): not a run directory's "
+                                    "database, or one whose run never wrote to it")
     return found
 
 
@@ -134,8 +148,9 @@ def branch_numbers(conn: sqlite3.Connection, branch: str) -> dict[str, int]:
 
 def version(conn: sqlite3.Connection, artifact_id: str, number: int) -> Version:
     """Version `number` of an artifact (`UnknownArtifactError` / `UnknownVersionError` if missing)."""
+    in_range = is_integer(number, low=0, high=2**63 - 1)  # what SQLite can hold; others are no version
     row = conn.execute(VERSIONS + " WHERE v.artifact_id = ? AND v.number = ?",
-                       (validate_id(artifact_id), number)).fetchone()
+                       (validate_id(artifact_id), number)).fetchone() if in_range else None
     if row is None:
         head(conn, artifact_id)
         raise UnknownVersionError(f"artifact {artifact_id!r} has no version {number}")

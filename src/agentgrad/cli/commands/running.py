@@ -24,6 +24,7 @@ import typer
 from agentgrad.cli.config import ConfigSource, load_config, parse_config
 from agentgrad.cli.output import FAILED, INTERRUPTED, OK, USAGE, emit_json, fail, guarded, say, warn
 from agentgrad.cli.rundir import RunDir, process_alive
+from agentgrad.core._checks import number
 from agentgrad.errors import AgentgradError
 
 if TYPE_CHECKING:
@@ -197,6 +198,7 @@ def _wait_gone(pid: int, timeout: float) -> bool:
 def cancel(run_dir: RunDirArg,
            timeout: Annotated[float, typer.Option(help="Seconds to wait for the run to stop.")] = 60.0) -> None:
     """Stop a running run cleanly (SIGINT), wait for it, and say how to resume."""
+    number(timeout, "--timeout (seconds)", low=0)
     target = RunDir(run_dir)
     target.require()
     pid = target.running_pid()
