@@ -82,4 +82,21 @@ def test_a_recipe_option_of_the_wrong_type_is_one_error_line_not_a_traceback(tmp
     config = tmp_path / "gepa.toml"
     config.write_text(CONFIG.replace("minibatch = 3", 'minibatch = "3"'))
     result = cli("run", config, "--run-dir", tmp_path / "run", "--quiet")
-    assert result.exit_code == 2 and result.stderr == "error: gepa: minibatch must be an int >= 1, got '3'\n"
+    assert result.exit_code == 2 and result.stderr == \
+        f"error: {config}: recipe: option 'minibatch' of recipe 'gepa' must be an int, got '3'\n"
+    config.write_text(CONFIG.replace("minibatch = 3", "minibatch = 0"))
+    result = cli("run", config, "--run-dir", tmp_path / "run", "--quiet")
+    assert result.exit_code == 2 and result.stderr == "error: gepa: minibatch must be an int >= 1, got 0\n"
+
+
+@pytest.mark.parametrize(("name", "options", "says"), [
+    ("opro", '{ candidates = "x" }', "option 'candidates' of recipe 'opro' must be an int, got 'x'"),
+    ("opro", '{ threshold = "a" }', "option 'threshold' of recipe 'opro' must be a float, got 'a'"),
+    ("evoskill", "{ selection = 3 }", "option 'selection' of recipe 'evoskill' must be a str, got 3"),
+])
+def test_a_recipe_option_not_of_its_plain_type_is_one_problem_naming_it(tmp_path: Path, name: str, options: str,
+                                                                         says: str) -> None:
+    (tmp_path / "my_recipe_mod.py").write_text(MODULE)
+    problems = _parse(CONFIG.replace('name = "gepa"', f'name = "{name}"').replace(
+        "options = { minibatch = 3 }", f"options = {options}"), tmp_path)
+    assert len(problems) == 1 and says in problems[0], problems

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agentgrad.core.artifact import Artifact, Kind, Layer
@@ -109,6 +111,12 @@ def test_library_of_a_mapping_makes_texts_skills_and_sorts_members() -> None:
 def test_a_bad_library_is_refused_saying_why(members: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Library.of(members)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("raw", "value"), [(True, None), (True, (1,)), (False, None), (False, 3), (False, "skill")])
+def test_a_library_of_something_other_than_artifacts_is_a_config_error(raw: bool, value: Any) -> None:
+    with pytest.raises(ConfigError, match="Artifact"):
+        Library(value) if raw else Library.of(value)
 
 
 def test_changed_members_names_the_members_whose_text_differs() -> None:

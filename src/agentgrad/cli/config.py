@@ -11,6 +11,7 @@ was expected.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -211,6 +212,7 @@ class RecipeSection(BaseModel):
         unknown = sorted(set(self.options) - set(takes))
         if unknown:
             raise ValueError(f"options {unknown} are not options of recipe {self.name!r}; it takes {takes}")
+        _check_option_types(entry_point(self.name), self.options)
         return self
 
     @field_validator("reflector")
@@ -224,6 +226,29 @@ class RecipeSection(BaseModel):
         # a "module:function": a provider, or (messages) -> text
         check_import_path(value, base_dir(info.context), resolve=imports_allowed(info.context))
         return value
+
+
+_PLAIN = (int, float, bool, str)
+
+
+def _check_option_types(fn: Any, options: Mapping[str, Any]) -> None:
+    """Refuse a recipe option whose value is not of its plain type (int, float, bool or str) in the recipe's
+    signature; options of other types are the recipe's to check."""
+    import typing
+
+    from pydantic import TypeAdapter
+    from pydantic import ValidationError as PydanticError
+
+    hints = typing.get_type_hints(fn)
+    for name, value in options.items():
+        kind = hints.get(name)
+        if kind not in _PLAIN:
+            continue
+        try:
+            TypeAdapter(kind).validate_python(value, strict=True)
+        except PydanticError as exc:
+            raise ValueError(f"option {name!r} of recipe {getattr(fn, '__name__', fn)!r} must be "
+                             f"{'a' if kind is not int else 'an'} {kind.__name__}, got {value!r}") from exc
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from agentgrad.core._checks import items
 from agentgrad.core.artifact import Artifact, Kind, Layer
 from agentgrad.errors import ConfigError, InvalidOpError
 
@@ -84,7 +85,7 @@ class Library:
     members: tuple[Artifact, ...]
 
     def __post_init__(self) -> None:
-        members = tuple(self.members)
+        members = items(self.members, "Library.members", Artifact)
         if not members:
             raise ConfigError("a library needs at least one artifact")
         ids = [m.id for m in members]
@@ -105,10 +106,13 @@ class Library:
             return artifacts
         if isinstance(artifacts, Mapping):
             return cls(tuple(_member(key, value) for key, value in artifacts.items()))
-        items = list(artifacts)
-        if not all(isinstance(a, Artifact) for a in items):
+        if isinstance(artifacts, (str, bytes)) or not isinstance(artifacts, Iterable):
+            raise ConfigError("a library is built from Artifact values, or a mapping of ids to artifacts or texts, "
+                              f"got {type(artifacts).__name__}")
+        given = list(artifacts)
+        if not all(isinstance(a, Artifact) for a in given):
             raise ConfigError("a library is built from Artifact values, or a mapping of ids to artifacts or texts")
-        return cls(tuple(items))
+        return cls(tuple(given))
 
     @property
     def ids(self) -> tuple[str, ...]:
