@@ -37,17 +37,19 @@ def reached(source: str) -> tuple[set[str], set[str]]:
 def measure(root: Path) -> dict[str, object]:
     """Per module and overall: the engine attributes reached and written."""
     modules: dict[str, dict[str, object]] = {}
+    breadth: dict[str, int] = {}
     union: set[str] = set()
     written: set[str] = set()
     for path in sorted(root.glob("*.py")):
         reads, writes = reached(path.read_text())
         if reads or writes:
-            modules[path.stem] = {"reads": len(reads | writes), "writes": sorted(writes)}
+            breadth[path.stem] = len(reads | writes)
+            modules[path.stem] = {"reads": breadth[path.stem], "writes": sorted(writes)}
             union |= reads | writes
             written |= writes
-    widest = max(modules.items(), key=lambda kv: kv[1]["reads"]) if modules else ("", {"reads": 0})  # type: ignore[operator]
+    widest = max(breadth, key=lambda name: breadth[name], default="")
     return {"root": str(root), "modules": modules, "distinct": len(union), "written": sorted(written),
-            "widest_module": widest[0], "widest_reads": widest[1]["reads"], "modules_reaching": len(modules)}
+            "widest_module": widest, "widest_reads": breadth.get(widest, 0), "modules_reaching": len(modules)}
 
 
 def main() -> None:
