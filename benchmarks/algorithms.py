@@ -8,6 +8,14 @@ barrier-free runtime (the FlashEvolve design). For each run: held-out gain, call
 proposals per second, and the time to a target held-out reward (each committed version is scored on the test
 split afterwards with the same solver, free of charge). Writes ``benchmarks/out/algorithms.json`` and a PNG.
 
+With ``gepa`` among the methods, GEPA's own published loop runs too (runtime ``published``, the ``gepa_published``
+row; gepa_published.py): the ``gepa`` package's `gepa.optimize` on the same splits of each seed, from the same
+text, with the same solver and scripted reflector behind the same latencies, ``max_metric_calls`` = ``--calls``
+and ``WORKERS`` solver calls in flight; its best candidate is scored on the test split and each candidate it
+accepted is timed the way the recipe's commits are. gepa is not installed in the main environment: that row then
+runs in ``--gepa-python`` (``.venv-gepa``, made by ``make bench-gepa``), or is skipped with a note if there is
+none. ``--no-published`` leaves it out.
+
     python benchmarks/algorithms.py [--methods gepa,ace] [--calls 200] [--seeds 0,1] [--target 0.6]
 """
 
@@ -17,6 +25,7 @@ import argparse
 import json
 import math
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,15 +38,22 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripted reflectors live beside the tests
 
 from agentgrad.core.library import is_packed, unpack
+from agentgrad.data.splits import split
+from agentgrad.data.task import Task
 from agentgrad.providers.base import Completion, Message, Usage
 from agentgrad.providers.callable import CallableProvider
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.result import Result
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing import routing_standin as routing
+from world_systems import gepa_available
 
 OUT = Path(__file__).parent / "out"
+ROOT = Path(__file__).resolve().parents[1]
 SOLVE_SECONDS, REFLECT_SECONDS = 0.02, 0.08
+WORKERS = 4
+GEPA_START = "Route the tickets."
+RUNTIMES = ("sync", "async", "published")
 
 
 def latency(median: float, *key: object) -> float:
@@ -102,7 +118,7 @@ def methods() -> dict[str, Callable[[], tuple[Any, dict[str, Any]]]]:
         test_skillopt,
     )
     return {
-        "gepa": _text_method("gepa", test_gepa.reflect, artifact="Route the tickets."),
+        "gepa": _text_method("gepa", test_gepa.reflect, artifact=GEPA_START),  # the published row: published()
         "ace": _text_method("ace", test_ace.scripted),
         "opro": _text_method("opro", test_opro.Optimizer(), candidates=4),
         "reflexion": _text_method("reflexion", test_reflexion.scripted),
@@ -128,8 +144,12 @@ def _commit_times(run_dir: Path) -> dict[int, float]:
 
 def _held_out(result: Result, text: str) -> float:
     """The test reward of `text` with the stand-in (a library: its members' texts together)."""
+    return _reward_on([t for t in routing.tasks() if t.id in _test_ids(result)], text)
+
+
+def _reward_on(tasks: Sequence[Task], text: str) -> float:
+    """The mean reward of `text` on `tasks` with the stand-in, without latency (no calls counted)."""
     rendered: Any = unpack(text) if is_packed(text) else text
-    tasks = [t for t in routing.tasks() if t.id in _test_ids(result)]
     return sum(routing.score(t, routing.solve(rendered, t)) for t in tasks) / max(1, len(tasks))
 
 
@@ -145,13 +165,14 @@ def one_run(name: str, asynchronous: bool, calls: int, seed: int, target: float)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         result = entry(routing.tasks(), routing.score, budget=Budget(calls=calls), asynchronous=asynchronous,
-                       workers=4, store=Path(tmp) / "run", seed=seed, **kwargs)
+                       workers=WORKERS, store=Path(tmp) / "run", seed=seed, **kwargs)
         wall = time.perf_counter() - started
         times = _commit_times(result.run_dir)
         reached = [] if name in CODE_METHODS else [  # a program's held-out score would need the sandbox again
             times.get(v.number) for v in result.history if v.number and _held_out(result, v.text) >= target]
         usage = result.usage
-        return {"method": name, "asynchronous": asynchronous, "seed": seed, "ok": result.ok,
+        return {"method": name, "runtime": "async" if asynchronous else "sync", "asynchronous": asynchronous,
+                "seed": seed, "ok": result.ok,
                 "error": None if result.ok else str(result.error), "baseline": result.baseline_test_reward,
                 "learned": result.test_reward,
                 "gain": (result.test_reward or 0.0) - (result.baseline_test_reward or 0.0),
@@ -161,35 +182,67 @@ def one_run(name: str, asynchronous: bool, calls: int, seed: int, target: float)
                 "time_to_target": next((t for t in reached if t is not None), None)}
 
 
+def published(calls: int, seed: int, target: float) -> dict[str, Any]:
+    """GEPA's published loop (the `gepa` package, gepa_published.py) on the recipe's splits of `seed`, from its
+    text, with its solver and scripted reflector (test_gepa.reflect) behind the same latencies."""
+    from tests.algorithms import test_gepa
+
+    from gepa_published import optimize_routing, published_row
+
+    splits = split(routing.tasks(), seed=seed)  # as the engine splits the recipe's tasks
+    run = optimize_routing(splits, GEPA_START, slow_solver(routing.solve), routing.score,
+                           slow_reflector(test_gepa.reflect), calls=calls, seed=seed, slots=WORKERS)
+    return published_row(run, lambda text: _reward_on(splits.test, text), GEPA_START, seed, target)
+
+
+def published_rows(args: argparse.Namespace, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The published rows, here if gepa is importable, else in `--gepa-python`, else none (with a note)."""
+    if gepa_available():
+        return [published(args.calls, seed, args.target) for seed in seeds]
+    if not Path(args.gepa_python).exists():
+        print(f"note: the gepa_published row is skipped: gepa is not importable here and {args.gepa_python} does "
+              "not exist (make bench-gepa builds it)", flush=True)
+        return []
+    command = [args.gepa_python, str(Path(__file__).resolve()), "--gepa-child", "--calls", str(args.calls),
+               "--seeds", ",".join(map(str, seeds)), "--target", str(args.target)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"the gepa child failed ({done.returncode}): {done.stderr[-2000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
 def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per method and runtime: means over seeds (time to target over the seeds that reached it)."""
     out = []
     for name in dict.fromkeys(r["method"] for r in rows):
-        for asynchronous in (False, True):
-            group = [r for r in rows if r["method"] == name and r["asynchronous"] is asynchronous]
+        for runtime in RUNTIMES:
+            group = [r for r in rows if r["method"] == name and r["runtime"] == runtime]
             if not group:
                 continue
             hit = [r["time_to_target"] for r in group if r["time_to_target"] is not None]
-            mean = {k: sum(r[k] for r in group) / len(group)
-                    for k in ("gain", "calls", "proposals", "tokens", "loop_seconds", "proposals_per_second")}
-            out.append({"method": name, "runtime": "async" if asynchronous else "sync", "runs": len(group),
+            mean = {k: sum(r[k] for r in group) / len(group) for k in
+                    ("gain", "calls", "proposals", "tokens", "loop_seconds", "wall_seconds", "proposals_per_second")}
+            out.append({"method": name, "runtime": runtime, "runs": len(group),
                         "ok": all(r["ok"] for r in group), **mean, "reached_target": len(hit),
                         "time_to_target": sum(hit) / len(hit) if hit else None})
     return out
 
 
 def plot(summary: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Held-out gain and proposals per second: a bar per method and runtime (sync, async, GEPA's published loop)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(s["method"] for s in summary))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for offset, runtime in ((-0.2, "sync"), (0.2, "async")):
+    for offset, runtime in zip((-0.27, 0.0, 0.27), RUNTIMES, strict=True):
         rows = {s["method"]: s for s in summary if s["runtime"] == runtime}
+        if not rows:
+            continue
         xs = [i + offset for i in range(len(names))]
-        axes[0].bar(xs, [rows[n]["gain"] if n in rows else 0 for n in names], width=0.4, label=runtime)
-        axes[1].bar(xs, [rows[n]["proposals_per_second"] if n in rows else 0 for n in names], width=0.4,
+        axes[0].bar(xs, [rows[n]["gain"] if n in rows else 0 for n in names], width=0.27, label=runtime)
+        axes[1].bar(xs, [rows[n]["proposals_per_second"] if n in rows else 0 for n in names], width=0.27,
                     label=runtime)
     for ax, title in zip(axes, ("held-out gain at equal calls", "proposals per second"), strict=True):
         ax.set_xticks(range(len(names)), names, rotation=30)
@@ -199,19 +252,36 @@ def plot(summary: Sequence[Mapping[str, Any]], path: Path) -> None:
     fig.savefig(path)
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=",".join(methods()), help="comma-separated method names")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--target", type=float, default=0.6, help="the held-out reward to time")
     parser.add_argument("--out", type=Path, default=OUT / "algorithms.json")
-    args = parser.parse_args()
+    parser.add_argument("--no-published", action="store_true", help="leave out GEPA's published loop")
+    parser.add_argument("--gepa-python", default=str(ROOT / ".venv-gepa" / "bin" / "python"),
+                        help="a Python with gepa, for the published row when gepa is not importable here")
+    parser.add_argument("--gepa-child", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.gepa_child:  # in --gepa-python: only the published rows, one JSON line each
+        for seed in seeds:
+            print(json.dumps(published(args.calls, seed, args.target)), flush=True)
+        return
     rows = []
     for name in args.methods.split(","):
-        for seed in (int(s) for s in args.seeds.split(",")):
+        for seed in seeds:
             for asynchronous in (False, True):
                 row = one_run(name, asynchronous, args.calls, seed, args.target)
+                rows.append(row)
+                print(json.dumps(row))
+        if name == "gepa" and not args.no_published:
+            for row in published_rows(args, seeds):
                 rows.append(row)
                 print(json.dumps(row))
     summary = summarise(rows)
@@ -221,9 +291,9 @@ def main() -> None:
     plot(summary, args.out.with_suffix(".png"))
     for s in summary:
         ttt = "-" if s["time_to_target"] is None else f"{s['time_to_target']:.1f}s"
-        print(f"{s['method']:12s} {s['runtime']:5s} gain {s['gain']:+.2f} calls {s['calls']:.0f} proposals "
+        print(f"{s['method']:12s} {s['runtime']:9s} gain {s['gain']:+.2f} calls {s['calls']:.0f} proposals "
               f"{s['proposals']:.0f} tokens {s['tokens']:.0f} loop {s['loop_seconds']:.1f}s "
-              f"{s['proposals_per_second']:.1f} prop/s to-target {ttt}")
+              f"wall {s['wall_seconds']:.1f}s {s['proposals_per_second']:.1f} prop/s to-target {ttt}")
 
 
 if __name__ == "__main__":

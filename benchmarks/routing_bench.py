@@ -32,7 +32,8 @@ import json
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,14 @@ async def _outputs(agent: DemoAgent, text: str, tasks: Sequence[Task]) -> list[s
     return outputs
 
 
+def answers(agent: DemoAgent, text: str, tasks: Sequence[Task]) -> list[str]:
+    """The agent's answers on `tasks` with the skill `text`."""
+    return anyio.run(_outputs, agent, text, tasks)
+
+
 def accuracy(agent: DemoAgent, text: str, tasks: Sequence[Task]) -> float:
     """Mean reward of the skill `text` on `tasks`."""
-    outputs = anyio.run(_outputs, agent, text, tasks)
+    outputs = answers(agent, text, tasks)
     return sum(REWARD(t, o) for t, o in zip(tasks, outputs, strict=True)) / len(tasks)
 
 
@@ -127,17 +133,20 @@ def run_agentgrad(model: Provider, tasks: Sequence[Task], calls: int, seed: int,
 
 
 class RoutingAdapter:
-    """A `gepa.GEPAAdapter` for an LLM skill: one component, run by `DemoAgent.run`; gepa's own proposer writes
-    new texts (`propose_new_texts` is None), from records whose feedback names the expected answer."""
+    """A `gepa.GEPAAdapter` for a skill on the routing set: one component, whose answers on a batch come from
+    `outputs(text, batch)` (here `DemoAgent.run`; algorithms.py: the offline stand-in), scored by `reward`; gepa's
+    own proposer writes new texts (`propose_new_texts` is None), from records whose feedback names the expected
+    answer."""
 
     propose_new_texts = None
 
-    def __init__(self, agent: DemoAgent, batch_type: Any) -> None:
-        self.agent, self.batch_type = agent, batch_type
+    def __init__(self, outputs: Callable[[str, list[Task]], list[str]], batch_type: Any,
+                 reward: Callable[[Task, Any], float] = REWARD) -> None:
+        self.outputs, self.batch_type, self.reward = outputs, batch_type, reward
 
     def evaluate(self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False) -> Any:
-        outputs = anyio.run(_outputs, self.agent, candidate[COMPONENT], batch)
-        scores = [REWARD(t, o) for t, o in zip(batch, outputs, strict=True)]
+        outputs = self.outputs(candidate[COMPONENT], batch)
+        scores = [self.reward(t, o) for t, o in zip(batch, outputs, strict=True)]
         traces = [{"task": t, "output": o, "score": s} for t, o, s in zip(batch, outputs, scores, strict=True)]
         return self.batch_type(outputs=outputs, scores=scores, trajectories=traces if capture_traces else None)
 
@@ -150,10 +159,11 @@ class RoutingAdapter:
 
 
 class Reflector:
-    """gepa's reflection LM: one sampled call to `provider` per prompt (seeded); counts calls and seconds."""
+    """gepa's reflection LM: one sampled call to `provider` per prompt (seeded); counts calls, seconds and the
+    tokens the provider reported."""
 
     def __init__(self, provider: Provider, seed: int) -> None:
-        self.provider, self.seed, self.calls, self.seconds = provider, seed, 0, 0.0
+        self.provider, self.seed, self.calls, self.seconds, self.tokens = provider, seed, 0, 0.0, 0
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         text = prompt if isinstance(prompt, str) else "\n".join(str(m.get("content", "")) for m in prompt)
@@ -161,6 +171,7 @@ class Reflector:
         reply = anyio.run(lambda: self.provider.complete([Message("user", text)], **REFLECT,
                                                          seed=self.seed + self.calls))
         self.seconds += time.perf_counter() - start
+        self.tokens += reply.usage.input_tokens + reply.usage.output_tokens
         return reply.text
 
 
@@ -172,8 +183,8 @@ def run_gepa(provider: Provider, splits: Splits, calls: int, seed: int, cap: flo
     agent, reflector, log = solver(provider, seed), Reflector(provider, seed), GepaLog()
     start = time.perf_counter()
     result = gepa.optimize(seed_candidate={COMPONENT: ""}, trainset=list(splits.train), valset=list(splits.val),
-                           adapter=RoutingAdapter(agent, batch_type), reflection_lm=reflector, logger=log,
-                           max_metric_calls=calls, stop_callbacks=[timeout], seed=seed)
+                           adapter=RoutingAdapter(partial(answers, agent), batch_type), reflection_lm=reflector,
+                           logger=log, max_metric_calls=calls, stop_callbacks=[timeout], seed=seed)
     seconds = time.perf_counter() - start
     if log.errors:
         raise RuntimeError(f"gepa skipped work after an error: {log.errors[0]}")

@@ -1,6 +1,6 @@
 """The systems the world benchmarks compare, shared by gepa_compare.py and learning_bench.py.
 
-- `Trace`: run calls completed and the system's best text over wall time.
+- `Clock`: run calls completed and the system's best text over wall time (`Trace`: on a reference world).
 - the published `gepa` package behind `WorldAdapter` (one component, the skill text; no LLM): `evaluate` runs the
   world agent's `run` on the batch with at most S calls in flight; the reflective dataset holds the failing
   examples; `propose_new_texts` asks the world's proposer about a failing example (all of them with
@@ -73,17 +73,17 @@ def workers_for(slots: int, asynchronous: bool) -> Workers:
     return Workers(rollout=slots, propose=slots, gate=slots, slots=slots)
 
 
-class Trace:
-    """Run calls completed and the system's best text over wall time.
+class Clock:
+    """Run calls completed and the system's best text over wall time, from the seed text `text`.
 
     State: `calls` so far, `budget_s` (seconds when call number `budget` completed) and `points`: (seconds, calls,
     text) each time the best text changed, starting with the seed text.
     """
 
-    def __init__(self, w: ReferenceWorld, budget: int) -> None:
-        self.world, self.budget, self.start, self.calls = w, budget, time.perf_counter(), 0
+    def __init__(self, text: str, budget: int) -> None:
+        self.budget, self.start, self.calls = budget, time.perf_counter(), 0
         self.budget_s: float | None = None
-        self.points: list[tuple[float, int, str]] = [(0.0, 0, w.artifact.text)]
+        self.points: list[tuple[float, int, str]] = [(0.0, 0, text)]
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -100,6 +100,14 @@ class Trace:
     def at_budget(self) -> str:
         """The best text once `budget` run calls had completed (or when the run ended)."""
         return [text for _, c, text in self.points if c <= self.budget][-1]
+
+
+class Trace(Clock):
+    """A `Clock` on the reference world `w`, from its seed skill."""
+
+    def __init__(self, w: ReferenceWorld, budget: int) -> None:
+        super().__init__(w.artifact.text, budget)
+        self.world = w
 
 
 class WorldAdapter:
@@ -177,7 +185,7 @@ class WorldAdapter:
 class GepaListener:
     """A gepa callback: each validated candidate's mean validation score; marks gepa's best one on the trace."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Clock) -> None:
         self.trace = trace
         self.val: dict[int, tuple[float, str]] = {}
         self.iterations = self.accepted = self.skipped = 0
