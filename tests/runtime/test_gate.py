@@ -390,3 +390,23 @@ def test_a_first_look_with_nothing_like_its_origin_is_a_short_harm_check_unless_
     assert not harm_check.focus and len(harm_check.rows) == UNFOCUSED_FIRST  # nothing to win on: 8 tasks
     assert len(gain.rows) > UNFOCUSED_FIRST  # wins on those 8: the rest of the plan follows
     assert len(strict.rows) == len(val)  # no early stops asked for: the whole plan
+
+
+def test_a_focused_plan_checks_harm_on_a_sample_of_the_other_tasks() -> None:
+    inputs = {"origin": "refund order parcel"} | {f"r{i}": f"refund order {i} parcel" for i in range(10)} | \
+        {f"x{i}": f"weather forecast {i} tomorrow" for i in range(30)}
+    val = [t for t in inputs if t != "origin"]
+    table = {"base": {t: 0.0 for t in inputs}, "cand": {t: float(t.startswith("r")) for t in inputs}}
+
+    def evidence(harm_sample: int | None) -> Evidence:
+        config = GateConfig(chunk=8, max_examples=24, early_stop=False, focus=8, harm_sample=harm_sample)
+        gate = Gate(_Scores(table), val, config, seed=0, margin=0.02, estimator=DurationEstimator(),
+                    locality=Locality(inputs))
+        return anyio.run(lambda: gate.evidence("d1", "base", 0, "cand", delta=0.05, origin="origin"))
+
+    sampled, whole = evidence(8), evidence(None)
+    assert len(sampled.focus) == 8 and all(t.startswith("r") for t in sampled.focus)
+    assert len([r for r in sampled.rows if r.task_id not in sampled.focus]) == 8  # the harm sample
+    assert len(whole.rows) == 24  # no sample: up to max_examples in all
+    with pytest.raises(ConfigError, match="harm_sample"):
+        GateConfig(harm_sample=0)

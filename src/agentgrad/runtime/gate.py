@@ -58,6 +58,8 @@ class GateConfig:
         futility: also stop (and so reject) once the predictive probability of passing on the whole plan falls
             below this (`optim.futility`; 0 turns it off). It never adds an accept; it costs a little power.
         focus: the plan starts with this many tasks most like the candidate's origin task (0: none).
+        harm_sample: with focus tasks, the rest of the plan (where the gate looks for harm, not for the gain) is at
+            most this many other tasks a look (None: up to `max_examples` in all).
         pool: "val" (score validation tasks only), "train+val" (training tasks too, the origin left out), or
             "auto": "train+val" when the validation split has fewer than `small` tasks, else "val".
         small: see `pool`.
@@ -69,15 +71,16 @@ class GateConfig:
     max_examples: int | None = 24
     futility: float = 0.02
     focus: int = 8
+    harm_sample: int | None = 8
     pool: str = "auto"
     small: int = 100
 
     def __post_init__(self) -> None:
         if not is_number(self.futility, low=0.0, below=0.5):
             raise ConfigError(f"GateConfig.futility must be a probability in [0, 0.5), got {self.futility!r}")
-        for name in ("chunk", "max_examples", "focus", "small"):
+        for name in ("chunk", "max_examples", "focus", "harm_sample", "small"):
             value = getattr(self, name)
-            if name == "max_examples" and value is None:
+            if name in ("max_examples", "harm_sample") and value is None:
                 continue
             low = 0 if name == "focus" else 1
             integer(value, f"GateConfig.{name}", low=low)
@@ -297,8 +300,8 @@ class Gate:
         focus = list(dict.fromkeys([*focus, *(t for t in given_focus if t in given or t in self.pool)]))
         lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
         rest = [t for t in rest if t not in given and t not in set(lead)]
-        if not full and self.config.max_examples is not None:  # the plan: `max_examples` tasks a look in all
-            rest = rest[: max(0, self.config.max_examples * looks - len(given) - len(lead))]
+        if not full:
+            rest = self._trimmed(rest, focus, given, len(lead), looks)
         lone = (not full and looks == 1 and not focus and origin is not None and not given and not first
                 and self.config.early_stop and self.config.max_examples is not None)  # else: the plan asked for
         order = lead + rest
@@ -320,6 +323,18 @@ class Gate:
                                base_version=base_version, full=complete,
                                focus=tuple(t for t in focus if t in scores), far=tuple(far),
                                calibrated=look.calibrated)
+
+    def _trimmed(self, rest: list[str], focus: Sequence[str], given: Mapping[str, object], lead: int,
+                 looks: int) -> list[str]:
+        """The rest of a plan cut to `max_examples` tasks a look in all and, when the plan has focus tasks (where
+        the gain shows), to `harm_sample` other tasks a look (where only harm is looked for)."""
+        if self.config.max_examples is None:
+            return rest
+        rest = rest[: max(0, self.config.max_examples * looks - len(given) - lead)]
+        if focus and self.config.harm_sample is not None:
+            chosen = set(focus)
+            rest = rest[: max(0, self.config.harm_sample * looks - sum(1 for t in given if t not in chosen))]
+        return rest
 
     def neighbours(self, origin: str) -> tuple[str, ...]:
         """The tasks (of any split the locality knows, at most `focus`) most like `origin`, by the focus rule: what
