@@ -12,6 +12,7 @@ import pytest
 
 from agentgrad.core.artifact import Artifact, Kind
 from agentgrad.errors import DamagedStoreError, UnknownVersionError
+from agentgrad.store import tables
 from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
 
@@ -66,3 +67,26 @@ def test_a_version_number_sqlite_cannot_hold_is_an_unknown_version(tmp_path: Pat
         store.add_artifact(Artifact("skills/a", Kind.SKILL, "- rule\n"))
         with pytest.raises(UnknownVersionError, match=r"^artifact 'skills/a' has no version "):
             store.version("skills/a", number)
+
+
+def test_a_reader_that_races_the_first_write_of_the_schema_sees_no_store_yet_not_a_foreign_one(
+        tmp_path: Path) -> None:
+    path = tmp_path / "agentgrad.db"
+    writer = sqlite3.connect(str(path), isolation_level=None)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("BEGIN IMMEDIATE")  # a run creating its schema: tables and version commit together
+    writer.execute("CREATE TABLE blobs (id TEXT)")
+    writer.execute(f"PRAGMA user_version = {tables.SCHEMA_VERSION}")
+    reader = sqlite3.connect(str(path), isolation_level=None)
+
+    def commit_between_reads(sql: str) -> None:  # the writer commits after the reader read the version
+        if "sqlite_master" in sql and writer.in_transaction:
+            writer.execute("COMMIT")
+
+    reader.set_trace_callback(commit_between_reads)
+    try:
+        assert tables._check_version(reader, path, fresh=True) == 0  # nothing yet, in one snapshot
+        assert tables._check_version(reader, path, fresh=True) == tables.SCHEMA_VERSION
+    finally:
+        reader.close()
+        writer.close()

@@ -111,11 +111,15 @@ def _read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
 def _check_version(conn: sqlite3.Connection, path: Path, *, fresh: bool) -> int:
     """The file's schema version; `DamagedStoreError` if it is an SQLite database agentgrad did not make (version
     0 with tables of its own), or with `fresh` False (a reader) one that holds no store yet (an empty file)."""
-    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    conn.execute("BEGIN")  # one snapshot: a writer creating the schema commits its tables and version together
+    try:
+        found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 4")]
+    finally:
+        conn.execute("COMMIT")
     if found > SCHEMA_VERSION:
         raise StateDictError(f"{path}: schema version {found} is newer than this agentgrad ({SCHEMA_VERSION})")
     if found == 0:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 4")]
         if names:
             raise DamagedStoreError(f"{path} is not an agentgrad store: an SQLite database of something else "
                                     f"(tables {names}); nothing was written to it")
