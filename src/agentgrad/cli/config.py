@@ -14,9 +14,18 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agentgrad.cli.imports import check_import_path
 from agentgrad.errors import ConfigError
@@ -234,19 +243,14 @@ _PLAIN = (int, float, bool, str)
 def _check_option_types(fn: Any, options: Mapping[str, Any]) -> None:
     """Refuse a recipe option whose value is not of its plain type (int, float, bool or str) in the recipe's
     signature; options of other types are the recipe's to check."""
-    import typing
-
-    from pydantic import TypeAdapter
-    from pydantic import ValidationError as PydanticError
-
-    hints = typing.get_type_hints(fn)
+    hints = get_type_hints(fn)
     for name, value in options.items():
         kind = hints.get(name)
         if kind not in _PLAIN:
             continue
         try:
             TypeAdapter(kind).validate_python(value, strict=True)
-        except PydanticError as exc:
+        except ValidationError as exc:
             raise ValueError(f"option {name!r} of recipe {getattr(fn, '__name__', fn)!r} must be "
                              f"{'a' if kind is not int else 'an'} {kind.__name__}, got {value!r}") from exc
 
