@@ -58,6 +58,9 @@ def main() -> None:
                         help="a runtime package folder (repeat to compare; default: this checkout's)")
     args = parser.parse_args()
     roots = args.root or [Path(__file__).resolve().parent.parent / "src" / "agentgrad" / "runtime"]
+    missing = [str(root) for root in roots if not root.is_dir()]
+    if missing:
+        parser.error(f"--root must be a folder of Python modules; not found: {', '.join(missing)}")
     results = [measure(root) for root in roots]
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2))
