@@ -119,6 +119,7 @@ def methods() -> dict[str, Callable[[], tuple[Any, dict[str, Any]]]]:
     )
     return {
         "gepa": _text_method("gepa", test_gepa.reflect, artifact=GEPA_START),  # the published row: published()
+        "gepa_engine": _text_method("gepa", test_gepa.reflect, artifact=GEPA_START, admission="engine"),
         "ace": _text_method("ace", test_ace.scripted),
         "opro": _text_method("opro", test_opro.Optimizer(), candidates=4),
         "reflexion": _text_method("reflexion", test_reflexion.scripted),

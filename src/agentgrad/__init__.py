@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
     from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
     from agentgrad.runtime.evolve import evolve
-    from agentgrad.runtime.gate import GateConfig
+    from agentgrad.runtime.gateconfig import GateConfig
     from agentgrad.runtime.isolated import in_subprocess
     from agentgrad.runtime.result import Result
 

@@ -14,7 +14,13 @@ import pytest
 from agentgrad.algorithms.gepa import GEPAAgent, gepa
 from agentgrad.algorithms.pareto import sample_parent, survivors, wins_somewhere
 from agentgrad.core.artifact import Artifact, Kind, content_hash
+from agentgrad.core.decision import Outcome
+from agentgrad.core.diff import Diff
 from agentgrad.core.library import Library, pack, unpack
+from agentgrad.core.ops import Op
+from agentgrad.core.units import Scope
+from agentgrad.data.splits import split
+from agentgrad.errors import ConfigError
 from agentgrad.providers.base import Message
 from agentgrad.providers.callable import CallableProvider
 from agentgrad.runtime.budget import Budget
@@ -114,3 +120,35 @@ def test_the_agent_state_round_trips_through_json() -> None:
     copy.load_state_dict(json.loads(json.dumps(agent.state_dict())))
     assert copy.kept == agent.kept and copy.pending == agent.pending and copy.log.scores("a") == {"t1": 1.0}
     assert copy.rng.random() == agent.rng.random()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_published_admission_screens_on_a_minibatch_then_serves_a_higher_validation_mean(
+        tmp_path: Path, asynchronous: bool) -> None:
+    result = gepa(routing.tasks(), routing.score, run=routing.solve, reflector=REFLECTOR, artifact="Route tickets.",
+                  budget=Budget(calls=240), asynchronous=asynchronous, workers=4, store=tmp_path / "run", seed=3)
+    assert result.ok, result.error
+    n_val = len(split(routing.tasks(), seed=3).val)
+    accepted = [d for d in result.decisions if d.outcome is Outcome.ACCEPTED]
+    assert accepted and all(d.numbers["n"] == n_val and d.numbers["mean_gain"] > 0 for d in accepted)
+    assert all("better than the head: mean gain" in d.reason for d in accepted)
+    screened = [d for d in result.decisions if "screened out" in d.reason]
+    assert all("minibatch of 3 training tasks" in d.reason and d.numbers["n"] == 3 for d in screened)
+
+
+def test_the_engine_admission_commits_on_the_sign_test(tmp_path: Path) -> None:
+    result = gepa(routing.tasks(), routing.score, run=routing.solve, reflector=REFLECTOR, artifact="Route tickets.",
+                  budget=Budget(calls=240), workers=4, store=tmp_path / "run", seed=3, admission="engine")
+    accepted = [d for d in result.decisions if d.outcome is Outcome.ACCEPTED]
+    assert result.ok and accepted and all(d.reason.startswith("significant") for d in accepted)
+    with pytest.raises(ConfigError, match="admission"):
+        gepa(routing.tasks(), routing.score, run=routing.solve, reflector=REFLECTOR, admission="lenient")
+
+
+def test_a_stale_child_is_carried_over_whole_to_the_new_head() -> None:
+    agent = GEPAAgent(routing.solve, REFLECTOR)
+    diff = Diff("prompt", 0, (Op.replace(Scope.TEXT, "old text", "child text"),))
+    assert agent.repair(diff.to_dict(), "the new head") == "child text"
+    member = Diff("lib", 0, (Op.replace(Scope.TEXT, "a", "child codes").within("codes"),))
+    head = pack({"codes": "new codes", "style": "new style"})
+    assert agent.repair(member.to_dict(), head) == {"codes": "child codes"}

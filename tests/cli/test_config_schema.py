@@ -27,11 +27,12 @@ from agentgrad.errors import ConfigError
 from agentgrad.optim.schedules import Linear
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from tests.cli.helpers import ROOT
 
 TASK = {"task": {"set": "arithmetic"}, "model": {"name": "openai:gpt-4o-mini"}}
-STRINGS = {"gate.pool": "val", "parallel": "sections"}  # str fields whose valid values a generic rule cannot guess
+# str fields whose valid values a generic rule cannot guess
+STRINGS = {"gate.pool": "val", "parallel": "sections", "acceptance.rule": "mean"}
 FUNCTIONS = {"staleness.repair"}  # function fields: no key (the repair comes from [model] repair or the world)
 
 

@@ -12,7 +12,7 @@ import pytest
 from agentgrad.errors import ConfigError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.store.events import EventLog
 from tests.runtime.helpers import agent, run
 

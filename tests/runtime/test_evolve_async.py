@@ -19,7 +19,7 @@ from agentgrad.data.task import Task
 from agentgrad.errors import RewardError, RunFailedError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent

@@ -17,7 +17,7 @@ from agentgrad.providers.errors import AuthError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
 from agentgrad.runtime.evolve import evolve
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock

@@ -15,7 +15,8 @@ from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ConfigError
 from agentgrad.optim.stats import posterior_summary
 from agentgrad.runtime.budget import OutOfBudget
-from agentgrad.runtime.gate import UNFOCUSED_FIRST, Gate, GateConfig, verdict_is_certain
+from agentgrad.runtime.gate import UNFOCUSED_FIRST, Gate, verdict_is_certain
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache, Scored
@@ -126,11 +127,12 @@ def test_screen_rejects_a_candidate_that_does_not_beat_the_base_on_its_task_at_t
     scores = _Scores({"cand": {"train1": 0.0}, "better": {"train1": 1.0}})
     gate = _gate(scores, ["v1"])
 
-    async def main() -> tuple[tuple[bool, float], tuple[bool, float]]:
-        return await gate.screen(0.0, "cand", "train1"), await gate.screen(0.0, "better", "train1")
+    async def main() -> tuple[tuple[bool, object], tuple[bool, object]]:
+        return (await gate.screen(("base", "cand"), 0.0, "train1"),
+                await gate.screen(("base", "better"), 0.0, "train1"))
 
     rejected, passed = anyio.run(main)
-    assert rejected == (False, 0.0) and passed == (True, 1.0)
+    assert rejected == (False, {"train1": (0.0, 0.0)}) and passed == (True, {"train1": (0.0, 1.0)})
     assert scores.calls == Counter({"cand": 1, "better": 1})
 
 

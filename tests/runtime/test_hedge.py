@@ -14,7 +14,7 @@ from agentgrad.data.task import Task
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.config import RunConfig
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from tests.runtime.helpers import agent, run
 
 

@@ -15,7 +15,7 @@ from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.evolve import evolve
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.smalldata import GatePower, gate_power
 
 DELTA, MARGIN = 0.035, 0.02  # the first look's share (0.7) of the default δ = 0.05; the default margin

@@ -32,7 +32,7 @@ from agentgrad.optim.trust_region import TrustRegion
 from agentgrad.providers.base import Message, Provider, Usage
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.sandbox import Sandbox
 from agentgrad.strategies.whole import WholeText

@@ -49,7 +49,7 @@ from agentgrad.errors import ConfigError, InvalidProposalError, StateDictError
 from agentgrad.providers.base import Provider, Usage
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.strategies.sections import Sections
 

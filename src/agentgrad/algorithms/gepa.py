@@ -8,20 +8,26 @@ Each proposal (GEPA, Agrawal et al. 2025, and its released code):
    ``` block; in a library run the components are rewritten in turn (round robin), one per proposal;
 3. every `merge_every`-th proposal in a library run instead merges two kept candidates that share an ancestor,
    taking each component from the side that changed it (the higher scorer when both did).
-A candidate the gate scored joins the frontier when it beats every kept candidate on some task. The engine's gate
-and acceptance decide what the served head becomes; the frontier decides what proposals build on.
+A candidate the gate scored joins the frontier when it beats every kept candidate on some task. The frontier
+decides what proposals build on; the admission decides what the served head becomes:
+- "published" (the default), as GEPA's released loop: the candidate is tried on a minibatch of `minibatch` training
+  tasks (the one it was proposed for and others drawn per proposal) and goes on only if its sum there beats the
+  head's; it is then scored on the whole validation split and served if its mean there is higher
+  (`Acceptance(rule="mean")`). Fast on exact scores; no guard against answer noise.
+- "engine": the engine's own gate (one screen task, a focused plan with early stopping, the sign test with its
+  false-accept bound δ), for noisy agents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from agentgrad.algorithms.base import Callback, Recipe, RecipeAgent, Reply, Solver, fenced, resolve, text_of
 from agentgrad.algorithms.pareto import sample_parent, wins_somewhere
-from agentgrad.core._checks import integer
+from agentgrad.core._checks import integer, one_of
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.library import Library, is_packed, pack, unpack
 from agentgrad.data.splits import Splits
@@ -29,7 +35,8 @@ from agentgrad.data.task import Task
 from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.providers.base import Provider
 from agentgrad.runtime.budget import Budget
-from agentgrad.runtime.config import Workers
+from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.strategies.whole import WholeText
 
@@ -170,6 +177,19 @@ class GEPAAgent(RecipeAgent):
                 left[member] if changed_left else right.get(member, base[member])
         return _packed_like(self.kept[a], out)
 
+    def repair(self, diff: Mapping[str, Any], head_text: str) -> str | dict[str, str]:
+        """A candidate made on an older head, as a proposal on the current one (the published admission's stale
+        policy): the texts the diff sets, whole, so that it is judged against the new head on its own scores, as
+        GEPA judges every candidate against its pool (in a library, the members it sets on the new head's
+        others)."""
+        try:
+            ops = [(op.get("member"), "" if op["action"] == "delete" else str(op["new"])) for op in diff["ops"]]
+        except (KeyError, TypeError) as exc:
+            raise StateDictError(f"gepa: cannot read the diff to carry over ({exc})") from exc
+        if not is_packed(head_text):
+            return ops[-1][1] if ops else head_text
+        return {str(member): text for member, text in ops if member is not None}
+
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "kept": dict(self.kept), "parents": dict(self.parents),
                 "pending": dict(self.pending), "proposals": self.proposals,
@@ -213,28 +233,47 @@ def _example(index: int, task: Task, output: str, score: float) -> str:
             f"Judgement: scored {score:.2f} of 1{expected}")
 
 
+ADMISSIONS = ("published", "engine")
+
+
+def admission_config(admission: str, *, minibatch: int, seed: int,
+                     repair: Callable[[Mapping[str, Any], str], Any] | None = None) -> RunConfig:
+    """The run settings of an admission rule (module doc); `repair` carries a stale candidate over to the current
+    head (`GEPAAgent.repair`)."""
+    one_of(admission, "gepa: admission", ADMISSIONS)
+    if admission == "engine":
+        return RunConfig(seed=seed)
+    gate = GateConfig(screen_tasks=minibatch, early_stop=False, futility=0.0, focus=0, max_examples=None,
+                      pool="val")
+    staleness = Staleness() if repair is None else Staleness(policy=StalePolicy.REPAIR, repair=repair)
+    return RunConfig(gate=gate, acceptance=Acceptance(rule="mean", margin=0.0), staleness=staleness, seed=seed)
+
+
 def recipe(*, run: Solver | None = None, model: str | Provider | None = None, reflector: str | Provider | None = None,
            artifact: Artifact | Library | None = None, minibatch: int = 3, merge_every: int = 0, seed: int = 0,
-           params: Mapping[str, Any] | None = None, solve_params: Mapping[str, Any] | None = None) -> Recipe:
-    """GEPA as a `Recipe`: whole-text rewrites of the artifact (of each component, in a library). `params` go to
-    the reflector's calls, `solve_params` to the model's solving calls (with `model=`)."""
+           admission: str = "published", params: Mapping[str, Any] | None = None,
+           solve_params: Mapping[str, Any] | None = None) -> Recipe:
+    """GEPA as a `Recipe`: whole-text rewrites of the artifact (of each component, in a library), admitted by
+    `admission` ("published" or "engine", see the module doc). `params` go to the reflector's calls,
+    `solve_params` to the model's solving calls (with `model=`)."""
     solver, writer = resolve(run, model, reflector, solve_params=solve_params)
     members = None if not isinstance(artifact, Library) else [m.id for m in artifact if not m.frozen]
     agent = GEPAAgent(solver, writer, minibatch=minibatch, merge_every=merge_every, members=members, seed=seed,
                       params=params)
     strategy = WholeText() if not isinstance(artifact, Library) else {m.id: WholeText() for m in artifact}
-    return Recipe("gepa", agent, strategy)
+    return Recipe("gepa", agent, strategy,
+                  admission_config(admission, minibatch=minibatch, seed=seed, repair=agent.repair))
 
 
 def gepa(tasks: Sequence[Task] | Splits, reward: Any, *, run: Solver | None = None,
          model: str | Provider | None = None, reflector: str | Provider | None = None,
          artifact: Artifact | Library | str | None = None, budget: Budget | None = None, asynchronous: bool = False,
          workers: int | Workers | None = None, store: str | Path | None = None, seed: int = 0, minibatch: int = 3,
-         merge_every: int = 0, params: Mapping[str, Any] | None = None,
+         merge_every: int = 0, admission: str = "published", params: Mapping[str, Any] | None = None,
          solve_params: Mapping[str, Any] | None = None, callbacks: Sequence[Callback] = ()) -> Result:
     """Run GEPA on the engine (`asynchronous=True`: barrier-free). See `recipe` and the module doc."""
     start = Artifact("prompt", Kind.PROMPT, artifact) if isinstance(artifact, str) else artifact
     made = recipe(run=run, model=model, reflector=reflector, artifact=start, minibatch=minibatch,
-                  merge_every=merge_every, seed=seed, params=params, solve_params=solve_params)
+                  merge_every=merge_every, seed=seed, admission=admission, params=params, solve_params=solve_params)
     return made.evolve(tasks, reward, artifact=start, budget=budget, asynchronous=asynchronous, workers=workers,
                        store=store, seed=seed, callbacks=callbacks)

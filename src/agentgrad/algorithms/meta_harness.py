@@ -32,7 +32,7 @@ from agentgrad.optim.trust_region import TrustRegion
 from agentgrad.providers.base import Provider
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.strategies.whole import WholeText
 

@@ -46,7 +46,7 @@ from agentgrad.optim.trust_region import TrustRegion
 from agentgrad.providers.base import Provider, Usage
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.strategies.rules import AppendRules
 

@@ -30,7 +30,7 @@ from agentgrad.optim.trust_region import TrustRegion
 from agentgrad.providers.base import Provider
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Acceptance, RunConfig, Workers
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.result import Result
 from agentgrad.strategies.rules import AppendRules
 

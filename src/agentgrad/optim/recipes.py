@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentgrad.core.ops import Op
+from agentgrad.errors import ConfigError
 from agentgrad.optim.acceptance import accept_if
 from agentgrad.optim.base import Stage
 from agentgrad.optim.chain import ChainState, chain
 from agentgrad.optim.conflicts import resolve_conflicts
 from agentgrad.optim.fusion import fuse
 from agentgrad.optim.governance import govern
+from agentgrad.optim.improvement import accept_if_better
 from agentgrad.optim.schedules import Schedule, constant
 from agentgrad.optim.staleness import drop_stale
 from agentgrad.optim.tabu import tabu
@@ -28,6 +30,7 @@ def default(
     looks: int = 2,
     first_share: float = 0.7,
     promise: float = 0.8,
+    rule: str = "sign",
 ) -> Stage[ChainState]:
     """The default aggregator: tabu, governance, staleness, trust region, conflicts, fusion, acceptance.
 
@@ -39,7 +42,11 @@ def default(
         contradicts: the strategy's test for semantically contradictory ops (e.g. a rule and its negation).
         max_ops, max_chars: the trust region: larger diffs are refused.
         looks, first_share, promise: how evidence accumulates over looks (`accept_if`).
+        rule: "sign" (`accept_if`) or "mean" (`accept_if_better`: a mean gain above `margin`, no significance
+            test; the published GEPA loop's admission).
     """
+    if rule not in ("sign", "mean"):
+        raise ConfigError(f"default: rule must be 'sign' or 'mean', got {rule!r}")
     risk = constant(delta) if isinstance(delta, float) else delta
     return chain(
         tabu(),
@@ -48,6 +55,7 @@ def default(
         limit_size(max_ops=max_ops, max_chars=max_chars),
         resolve_conflicts(contradicts=contradicts),
         fuse(delta=risk, margin=margin, looks=looks, first_share=first_share),
-        accept_if(delta=risk, margin=margin, looks=looks, first_share=first_share, promise=promise),
+        accept_if(delta=risk, margin=margin, looks=looks, first_share=first_share, promise=promise) if rule == "sign"
+        else accept_if_better(margin=margin),
         name="default",
     )

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from agentgrad.runtime.budget import Budget
     from agentgrad.runtime.calls import CallCost
     from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
-    from agentgrad.runtime.gate import GateConfig, verdict_is_certain
+    from agentgrad.runtime.gate import verdict_is_certain
+    from agentgrad.runtime.gateconfig import GateConfig
     from agentgrad.runtime.result import Result, RunUsage
     from agentgrad.runtime.resume import ReplayReport, replay
 
@@ -28,7 +29,7 @@ _LAZY = {
     "Budget": "agentgrad.runtime.budget", "CallCost": "agentgrad.runtime.calls",
     "Acceptance": "agentgrad.runtime.config", "RunConfig": "agentgrad.runtime.config",
     "Staleness": "agentgrad.runtime.config", "StalePolicy": "agentgrad.runtime.config",
-    "Workers": "agentgrad.runtime.config", "GateConfig": "agentgrad.runtime.gate",
+    "Workers": "agentgrad.runtime.config", "GateConfig": "agentgrad.runtime.gateconfig",
     "verdict_is_certain": "agentgrad.runtime.gate", "Result": "agentgrad.runtime.result",
     "RunUsage": "agentgrad.runtime.result", "ReplayReport": "agentgrad.runtime.resume",
     "replay": "agentgrad.runtime.resume",

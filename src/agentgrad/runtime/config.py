@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from agentgrad.core._checks import flag, integer, is_integer, is_number, member, number
+from agentgrad.core._checks import flag, integer, is_integer, is_number, member, number, one_of
 from agentgrad.errors import ConfigError
 from agentgrad.optim.acceptance import check_looks, look_delta
 from agentgrad.optim.schedules import Schedule, delta_schedule
 from agentgrad.optim.trust_region import TrustRegion
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 
 
 class StalePolicy(str, Enum):
@@ -98,6 +98,9 @@ class Staleness:
                               f"got {type(self.repair).__name__}")
 
 
+RULES = ("sign", "mean")
+
+
 @dataclass(frozen=True)
 class Acceptance:
     """The acceptance rule: commit only if P(improvement > margin) > 1 − δ (the exact sign test), δ split over
@@ -108,6 +111,11 @@ class Acceptance:
         looks: the most looks one candidate's evidence gets; a promising one is held for more tasks between them.
         first_share: the share of δ spent on the first look.
         promise: P(gain > 0) from which a candidate that fails a look is held for another.
+        rule: "sign" (the test above) or "mean": commit when the candidate's mean score on its evidence beats the
+            head's by more than `margin`, with no significance test (`optim.improvement`: the published GEPA
+            loop's admission; no guard against answer noise; delta, looks, first_share and promise are unused).
+            The mean is decided on the whole plan, so it needs `GateConfig(early_stop=False)` (which turns
+            futility off too).
     """
 
     delta: float | Schedule = 0.05
@@ -115,9 +123,11 @@ class Acceptance:
     looks: int = 2
     first_share: float = 0.7
     promise: float = 0.8
+    rule: str = "sign"
 
     def __post_init__(self) -> None:
         check_looks(self.looks, self.first_share, self.promise)
+        one_of(self.rule, "Acceptance.rule", RULES)
         number(self.margin, "Acceptance.margin", low=0.0, below=1.0)
         delta_schedule(self.delta)  # the check evolve() makes, made when the value is built
 
@@ -183,6 +193,9 @@ class RunConfig:
                 article = "an" if kind.__name__[0] in "AEIOU" else "a"
                 raise ConfigError(f"RunConfig.{name} must be {article} {kind.__name__}{hint}, got "
                                   f"{type(value).__name__}")
+        if self.acceptance.rule == "mean" and self.gate.early_stop:
+            raise ConfigError("Acceptance(rule='mean') decides on the mean over a candidate's whole plan, so the gate "
+                              "may not stop early: use GateConfig(early_stop=False)")
         if self.parallel not in PARALLEL_MODES:
             raise ConfigError(f"RunConfig.parallel must be one of {list(PARALLEL_MODES)}, got {self.parallel!r}")
         timeout = self.timeout
@@ -206,10 +219,11 @@ class RunConfig:
         return {"workers": {"rollout": w.rollout, "propose": w.propose, "gate": w.gate, "slots": w.run_slots,
                             "adaptive": w.adaptive},
                 "staleness": {"async_ratio": s.async_ratio, "alpha_max": s.alpha_max, "policy": s.policy.value},
-                "gate": {"chunk": g.chunk, "screen": g.screen, "early_stop": g.early_stop,
+                "gate": {"chunk": g.chunk, "screen": g.screen, "screen_tasks": g.screen_tasks,
+                         "early_stop": g.early_stop,
                          "max_examples": g.max_examples, "focus": g.focus, "pool": g.pool, "small": g.small},
                 "acceptance": {"delta": delta, "margin": a.margin, "looks": a.looks, "first_share": a.first_share,
-                               "promise": a.promise},
+                               "promise": a.promise, "rule": a.rule},
                 "trust_region": {"max_ops": self.trust_region.max_ops, "max_chars": self.trust_region.max_chars},
                 "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,

@@ -38,7 +38,7 @@ from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot
 from agentgrad.runtime.runstate import RunState
-from agentgrad.runtime.scheduler import DurationEstimator
+from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache, Scored
 from agentgrad.runtime.sections import SectionOwners
 from agentgrad.store.kinds import CHECKPOINT, EventKind
@@ -271,15 +271,12 @@ class Engine:
         cand_text = apply(diff, base.text)
         origin = proposed.origin
         if self.config.gate.screen and origin is not None and not full and origin.snapshot == base:
-            passed, score = await self.gate.screen(origin.reward, cand_text, origin.task_id)
+            more = self.config.gate.screen_tasks - 1
+            others = seeded_order([t for t in self.train if t != origin.task_id], seed=self.config.seed,
+                                  salt=diff.id)[:more] if more else []
+            passed, scores = await self.gate.screen((base.text, cand_text), origin.reward, origin.task_id, others)
             if not passed:
-                evidence = Evidence.paired({origin.task_id: origin.reward}, {origin.task_id: score},
-                                           base_version=base.version)
-                self.journal.counts["screened_out"] += 1
-                self.parking.offer([diff])  # a possible context for replications (`runtime.parking`)
-                self.record_verdict(diff, evidence, Outcome.REJECTED, "gate",
-                                    "screened out: it does not beat the base on the task it was proposed for",
-                                    {"n": 1.0, "base": origin.reward, "candidate": score})
+                self._screened_out(diff, base.version, scores)
                 return None
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
                                             delta=self.look_delta(base.version, 1), full=full,
@@ -287,6 +284,17 @@ class Engine:
                                             origin=None if origin is None else origin.task_id)
         self.journal.counts["gated"] += 1
         return Candidate(diff, evidence, origin=None if origin is None else origin.task_id)
+
+    def _screened_out(self, diff: Diff, version: int, scores: Mapping[str, tuple[float, float]]) -> None:
+        evidence = Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
+                                   base_version=version)
+        self.journal.counts["screened_out"] += 1
+        self.parking.offer([diff])  # a possible context for replications (`runtime.parking`)
+        where = "the task it was proposed for" if len(scores) == 1 else \
+            f"the minibatch of {len(scores)} training tasks it was screened on"
+        self.record_verdict(diff, evidence, Outcome.REJECTED, "gate", f"screened out: it does not beat the base on "
+                            f"{where}", {"n": float(len(scores)), "base": sum(b for b, _ in scores.values()),
+                                         "candidate": sum(c for _, c in scores.values())})
 
     def look_delta(self, version: int, look: int) -> float:
         """The δ that look number `look` at a candidate on head `version` is tested at."""

@@ -194,7 +194,7 @@ def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
     region = config.trust_region
     return Aggregator(default(delta=a.delta, margin=a.margin, alpha_max=alpha, contradicts=strategy.contradicts,
                               looks=a.looks, first_share=a.first_share, promise=a.promise, max_ops=region.max_ops,
-                              max_chars=region.max_chars))
+                              max_chars=region.max_chars, rule=a.rule))
 
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,
@@ -232,8 +232,7 @@ def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: C
     start = _artifact(artifact)
     power = gate_power(n_val=len(splits.val), n_train=len(splits.train), gate=config.gate,
                        delta=config.acceptance.look_delta(delta_schedule(config.acceptance.delta)(0), 1),
-                       margin=config.acceptance.margin,
-                       prior=SIGN_TEST_PRIOR)
+                       margin=config.acceptance.margin, prior=SIGN_TEST_PRIOR, rule=config.acceptance.rule)
     if power.widened:
         log.info("the validation split has %d tasks: the gate draws evidence from the %d training tasks too",
                  len(splits.val), len(splits.train))

@@ -21,19 +21,17 @@ from dataclasses import dataclass
 
 import anyio
 
-from agentgrad.core._checks import flag, integer, is_number
 from agentgrad.core.evidence import Evidence, Row
-from agentgrad.errors import ConfigError
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
 from agentgrad.optim.judge import MIN_FOCUS, RowTally, certain, prefer_calibrated
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.budget import OutOfBudget
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.locality import Locality
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 
 Score = Callable[[str, str], Awaitable[float]]  # (text, task id) -> score
-POOLS = ("auto", "val", "train+val")
 SPOT_CHECK = 4  # a re-check scores again this many of the candidate's wins and losses on the new head
 FOCUS_CUT = 0.5  # a focus task is at least this share as like the origin as the most alike task
 UNFOCUSED_FIRST = 8  # the first look of a candidate with too few tasks like its origin scores this many first
@@ -44,54 +42,6 @@ def _shows_gain(scores: Mapping[str, tuple[float, float]]) -> bool:
     a harm check then goes on with the rest of its plan (stopping early only ever turns a verdict into a reject)."""
     won = sum(1 for b, c in scores.values() if c > b)
     return won >= 2 and won > sum(1 for b, c in scores.values() if c < b)
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    """How the gate spends evaluations.
-
-    Args:
-        chunk: tasks scored between two looks at the evidence.
-        screen: first try the candidate on the training task it was proposed for.
-        early_stop: stop as soon as the verdict is certain (exact; never changes a verdict).
-        max_examples: at most this many tasks in a candidate's plan (None: the whole pool).
-        futility: also stop (and so reject) once the predictive probability of passing on the whole plan falls
-            below this (`optim.futility`; 0 turns it off). It never adds an accept; it costs a little power.
-        focus: the plan starts with this many tasks most like the candidate's origin task (0: none).
-        harm_sample: with focus tasks, the rest of the plan (where the gate looks for harm, not for the gain) is at
-            most this many other tasks a look (None: up to `max_examples` in all).
-        pool: "val" (score validation tasks only), "train+val" (training tasks too, the origin left out), or
-            "auto": "train+val" when the validation split has fewer than `small` tasks, else "val".
-        small: see `pool`.
-    """
-
-    chunk: int = 8
-    screen: bool = True
-    early_stop: bool = True
-    max_examples: int | None = 24
-    futility: float = 0.02
-    focus: int = 8
-    harm_sample: int | None = 8
-    pool: str = "auto"
-    small: int = 100
-
-    def __post_init__(self) -> None:
-        if not is_number(self.futility, low=0.0, below=0.5):
-            raise ConfigError(f"GateConfig.futility must be a probability in [0, 0.5), got {self.futility!r}")
-        for name in ("chunk", "max_examples", "focus", "harm_sample", "small"):
-            value = getattr(self, name)
-            if name in ("max_examples", "harm_sample") and value is None:
-                continue
-            low = 0 if name == "focus" else 1
-            integer(value, f"GateConfig.{name}", low=low)
-        if self.pool not in POOLS:
-            raise ConfigError(f"GateConfig.pool must be one of {POOLS}, got {self.pool!r}")
-        for name in ("screen", "early_stop"):
-            flag(getattr(self, name), f"GateConfig.{name}")
-
-    def widened(self, n_val: int) -> bool:
-        """True if the gate's pool takes training tasks beside `n_val` validation tasks."""
-        return self.pool == "train+val" or (self.pool == "auto" and n_val < self.small)
 
 
 @dataclass(frozen=True)
@@ -138,10 +88,37 @@ class Gate:
         self._thresholds: dict[float, PassThresholds] = {}
         self._neighbours: dict[str, tuple[str, ...]] = {}
 
-    async def screen(self, base_score: float, cand_text: str, task_id: str) -> tuple[bool, float]:
-        """Score the candidate on its origin task; passes only if it beats the base's `base_score` there."""
-        score = await self.score(cand_text, task_id)
-        return score > base_score, score
+    async def screen(self, texts: tuple[str, str], base_score: float, task_id: str,
+                     others: Sequence[str] = ()) -> tuple[bool, dict[str, tuple[float, float]]]:
+        """Score the candidate (`texts` is (base, candidate)) on its origin task, where the base scored
+        `base_score`, and both on `others`; passes only if the candidate's sum beats the base's. Returns the
+        verdict and the (base, candidate) scores per task."""
+        scores: dict[str, tuple[float, float]] = {}
+        short: list[OutOfBudget] = []
+
+        async def origin() -> None:
+            try:
+                scores[task_id] = (base_score, await self.score(texts[1], task_id))
+            except OutOfBudget as exc:
+                short.append(exc)
+
+        async def rest() -> None:
+            try:
+                scores.update(await self.score_pairs(texts, others))
+            except OutOfBudget as exc:
+                short.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(origin)
+            if others:
+                group.start_soon(rest)
+        if short:
+            raise short[0]
+        return sum(c for _, c in scores.values()) > sum(b for b, _ in scores.values()), scores
+
+    def screen_cost(self) -> int:
+        """The most calls one screen makes: the candidate on its origin, both sides on each other task."""
+        return 0 if not self.config.screen else 2 * self.config.screen_tasks - 1
 
     async def score_pairs(self, texts: tuple[str, str], ids: Sequence[str]) -> dict[str, tuple[float, float]]:
         """Score base and candidate on `ids`, all at once (longest first); OutOfBudget if any call could not run."""
@@ -257,7 +234,7 @@ class Gate:
     def prior_cost(self) -> float:
         """The calls one proposal is expected to cost the gate before any was judged: a screen and half a plan."""
         plan = len(self.pool) if self.config.max_examples is None else min(len(self.pool), self.config.max_examples)
-        return (1.0 if self.config.screen else 0.0) + plan / 2
+        return self.screen_cost() + plan / 2
 
     def plan(self, base_text: str, base_version: int, origin: str | None,
              looks: int = 1) -> tuple[list[str], list[str]]:

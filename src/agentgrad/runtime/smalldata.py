@@ -17,7 +17,7 @@ from agentgrad.errors import DataTooSmallError
 from agentgrad.optim.futility import PassThresholds
 from agentgrad.optim.judge import wins_needed
 from agentgrad.optim.noise import NoiseEstimate
-from agentgrad.runtime.gate import GateConfig
+from agentgrad.runtime.gateconfig import GateConfig
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,17 @@ def least_wins(most: int, *, delta: float, margin: float, prior: tuple[float, fl
 
 
 def gate_power(*, n_val: int, n_train: int, gate: GateConfig, delta: float, margin: float,
-               prior: tuple[float, float]) -> GatePower:
-    """The `GatePower` of a run; `DataTooSmallError` if no change could ever be committed."""
+               prior: tuple[float, float], rule: str = "sign") -> GatePower:
+    """The `GatePower` of a run; `DataTooSmallError` if no change could ever be committed. With `rule="mean"`
+    (`optim.improvement`) one win commits."""
     widened = gate.widened(n_val) and n_train > 0
     pool = n_val + (max(0, n_train - 1) if widened else 0)
     most = pool if gate.max_examples is None else min(pool, gate.max_examples)
-    need = least_wins(most, delta=delta, margin=margin, prior=prior)
+    need = 1 if rule == "mean" else least_wins(most, delta=delta, margin=margin, prior=prior)
     if most >= need:
         return GatePower(need, most, widened, n_val, n_train)
-    pool_need = next(n for n in range(1, need + 1) if least_wins(n, delta=delta, margin=margin, prior=prior) <= n)
+    pool_need = 1 if rule == "mean" else \
+        next(n for n in range(1, need + 1) if least_wins(n, delta=delta, margin=margin, prior=prior) <= n)
     rule = (f"the acceptance rule (delta={delta:g}, margin={margin:g}) needs at least {pool_need} tasks, each a "
             "win, to commit a change")
     if gate.max_examples is not None and gate.max_examples < pool_need <= pool:

@@ -96,11 +96,11 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
 
 async def _gate_in_waves(engine: Engine, todo: Sequence[Callable[[], Awaitable[Candidate | None]]]
                          ) -> list[Candidate | None]:
-    """Evaluate candidates in order, as many at once as the gate budget surely covers (each may need one screen
-    call and two calls per task of its plan), so that running out of budget never depends on timing; when not even
+    """Evaluate candidates in order, as many at once as the gate budget surely covers (each may need its screen's
+    calls and two calls per task of its plan), so that running out of budget never depends on timing; when not even
     one is surely covered, one at a time."""
-    plan = engine.config.gate.max_examples
-    per_candidate = 1 + 2 * (len(engine.gate.pool) if plan is None else min(plan, len(engine.gate.pool)))
+    plan, pool = engine.config.gate.max_examples, len(engine.gate.pool)
+    per_candidate = engine.gate.screen_cost() + 2 * (pool if plan is None else min(plan, pool))
     most = engine.config.workers.gate
     if engine.accounts.affordable("gate_evals", per_candidate * len(todo)):
         return await _gather(todo, limit=most)
