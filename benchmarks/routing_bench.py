@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,19 @@ STRATEGY = Demonstrations()
 REWARD = scoring(recommended_scorer(SET))
 
 
-def solver(provider: Provider, seed: int) -> DemoAgent:
-    """The agent every system solves with (no proposals asked of it here)."""
-    return DemoAgent(make_agent(provider, local=True, proposer="rule", seed=seed, params=SOLVE))
+@dataclass(frozen=True)
+class Shown:
+    """How every system's solver shows a skill's examples (`DemoAgent`): the `nearest` ones only (None: all),
+    answers `closed` to those shown."""
+
+    nearest: int | None = None
+    closed: bool = False
+
+
+def solver(provider: Provider, seed: int, shown: Shown) -> DemoAgent:
+    """The agent every system solves with (no proposals asked of it here), showing examples as `shown` says."""
+    return DemoAgent(make_agent(provider, local=True, proposer="rule", seed=seed, params=SOLVE),
+                     nearest=shown.nearest, closed=shown.closed)
 
 
 async def _outputs(agent: DemoAgent, text: str, tasks: Sequence[Task]) -> list[str]:
@@ -118,9 +129,11 @@ def hand_picked_text(train: Sequence[Task], k: int) -> str:
     return text
 
 
-def run_agentgrad(model: Provider, tasks: Sequence[Task], calls: int, seed: int, proposer: str) -> dict[str, Any]:
+def run_agentgrad(model: Provider, tasks: Sequence[Task], calls: int, seed: int, proposer: str,
+                  shown: Shown) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         result = evolve_skill(tasks, model=model, score=recommended_scorer(SET), proposer=proposer, params=SOLVE,
+                              nearest=shown.nearest, closed=shown.closed,
                               budget=Budget(calls=calls), seed=seed, store=Path(folder) / "run",
                               workers=Workers(rollout=SLOTS, propose=1, gate=SLOTS, slots=SLOTS), asynchronous=False)
     if not result.ok:
@@ -175,12 +188,12 @@ class Reflector:
         return reply.text
 
 
-def run_gepa(provider: Provider, splits: Splits, calls: int, seed: int, cap: float) -> dict[str, Any]:
+def run_gepa(provider: Provider, splits: Splits, calls: int, seed: int, cap: float, shown: Shown) -> dict[str, Any]:
     """gepa.optimize (its defaults) from the empty skill, `calls` metric calls (or `cap` seconds)."""
     gepa = importlib.import_module("gepa")
     batch_type = importlib.import_module("gepa.core.adapter").EvaluationBatch
     timeout = importlib.import_module("gepa.utils").TimeoutStopCondition(cap)
-    agent, reflector, log = solver(provider, seed), Reflector(provider, seed), GepaLog()
+    agent, reflector, log = solver(provider, seed, shown), Reflector(provider, seed), GepaLog()
     start = time.perf_counter()
     result = gepa.optimize(seed_candidate={COMPONENT: ""}, trainset=list(splits.train), valset=list(splits.val),
                            adapter=RoutingAdapter(partial(answers, agent), batch_type), reflection_lm=reflector,
@@ -194,10 +207,17 @@ def run_gepa(provider: Provider, splits: Splits, calls: int, seed: int, cap: flo
             "reflection_seconds": round(reflector.seconds, 1), "candidates": len(result.candidates), "skill": text}
 
 
+def shown_of(args: argparse.Namespace) -> Shown:
+    """How the solvers show examples, from the command line."""
+    return Shown(args.nearest, args.closed)
+
+
 def gepa_elsewhere(base_url: str, alias: str, calls: int, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """The gepa system in `--gepa-python` (gepa is not importable here), on this process's llama.cpp server."""
     command = [args.gepa_python, str(Path(__file__).resolve()), "--gepa-child", base_url, alias, "--calls",
-               str(calls), "--seeds", str(seed), "--gepa-cap", str(args.gepa_cap)]
+               str(calls), "--seeds", str(seed), "--gepa-cap", str(args.gepa_cap),
+               *([] if args.nearest is None else ["--nearest", str(args.nearest)]),
+               *(["--closed"] if args.closed else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"the gepa child failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -211,7 +231,7 @@ def gepa_child(args: argparse.Namespace) -> None:
     provider = OpenAICompatible(base_url, model=alias, timeout=300.0, name=f"local:{alias}")
     seed = args.seeds[0]
     splits = split(load_set(SET), seed=seed)
-    print(json.dumps(run_gepa(provider, splits, args.calls, seed, args.gepa_cap)), flush=True)
+    print(json.dumps(run_gepa(provider, splits, args.calls, seed, args.gepa_cap, shown_of(args))), flush=True)
 
 
 def gepa_importable() -> bool:
@@ -227,6 +247,7 @@ def run_seed(model: Any, seed: int, args: argparse.Namespace) -> list[dict[str, 
     tasks = load_set(SET)
     splits = split(tasks, seed=seed)
     rows: list[dict[str, Any]] = []
+    shown = shown_of(args)
 
     def add(system: str, row: Mapping[str, Any]) -> None:
         rows.append({"system": system, "seed": seed, **row})
@@ -236,20 +257,20 @@ def run_seed(model: Any, seed: int, args: argparse.Namespace) -> list[dict[str, 
     for system in ("agentgrad_demos", "agentgrad_demos_rules"):
         if system in args.systems:
             add(system, run_agentgrad(model, tasks, args.calls, seed, system.removeprefix("agentgrad_").replace(
-                "_", "+")))
+                "_", "+"), shown))
             learned = learned if learned is not None else rows[-1]
     if "empty" in args.systems:
         start = time.perf_counter()
-        value = learned["baseline_test"] if learned else accuracy(solver(model, seed), "", splits.test)
+        value = learned["baseline_test"] if learned else accuracy(solver(model, seed, shown), "", splits.test)
         add("empty", {"test_accuracy": value, "calls": 0, "seconds": round(time.perf_counter() - start, 1),
                       "examples": 0})
     if "hand_picked" in args.systems:
         k = learned["examples"] if learned and learned["examples"] else 8
         text = hand_picked_text(splits.train, k)
-        add("hand_picked", {"test_accuracy": accuracy(solver(model, seed), text, splits.test), "calls": 0,
+        add("hand_picked", {"test_accuracy": accuracy(solver(model, seed, shown), text, splits.test), "calls": 0,
                             "seconds": 0.0, "examples": k, "skill": text})
     if "gepa" in args.systems:
-        add("gepa", run_gepa(model, splits, args.calls, seed, args.gepa_cap) if gepa_importable()
+        add("gepa", run_gepa(model, splits, args.calls, seed, args.gepa_cap, shown) if gepa_importable()
             else gepa_elsewhere(model.base_url, model.stats.alias, args.calls, seed, args))
     return rows
 
@@ -257,7 +278,7 @@ def run_seed(model: Any, seed: int, args: argparse.Namespace) -> list[dict[str, 
 def latency(model: Any, seed: int) -> float:
     """Seconds of one solving call (the median of three, after one to warm the server)."""
     tasks = split(load_set(SET), seed=seed).test[:4]
-    agent, times = solver(model, seed), []
+    agent, times = solver(model, seed, Shown()), []
     for task in tasks:
         start = time.perf_counter()
         anyio.run(agent.run, "", task)
@@ -285,6 +306,10 @@ def main() -> None:
     parser.add_argument("--gepa-cap", type=float, default=900.0, help="gepa's wall-time cap in seconds")
     parser.add_argument("--gepa-child", nargs=2, metavar=("URL", "ALIAS"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=OUT / "routing_bench.json")
+    parser.add_argument("--nearest", type=int, default=None,
+                        help="every solver shows only this many examples, the most like each message")
+    parser.add_argument("--closed", action="store_true",
+                        help="every solver's answers are restricted to those its skill's examples show")
     args = parser.parse_args()
     if args.gepa_child:
         gepa_child(args)

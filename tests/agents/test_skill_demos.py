@@ -14,8 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
-from agentgrad.agents.demo_agent import DemoAgent, demo_messages
+from agentgrad.agents.demo_agent import DemoAgent, answer_grammar, demo_messages
 from agentgrad.agents.skill import evolve_skill, make_agent
+from agentgrad.core.diff import apply_ops
 from agentgrad.data.task import Task
 from agentgrad.errors import ConfigError
 from agentgrad.providers.base import Message
@@ -94,3 +95,41 @@ def test_with_rules_every_other_proposal_asks_the_model() -> None:
 def test_an_unknown_proposer_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="unknown proposer 'demo'"):
         evolve_skill(ROUTED, model=CallableProvider(Fake()), proposer="demo")
+
+
+def _skill(pairs: Sequence[tuple[str, str]]) -> str:
+    strategy, text = Demonstrations(), ""
+    for shown, answer in pairs:
+        text = apply_ops(text, strategy.ops(f"Input: {shown}\nAnswer: {answer}", text))
+    return strategy.render(text)
+
+
+def test_nearest_shows_only_the_examples_most_like_the_input_the_most_alike_last() -> None:
+    rendered = _skill([("where is my parcel today", "MZV-2"), ("my invoice is wrong", "KTR-4"),
+                       ("reset my password please", "JNB-3"), ("my parcel arrived broken", "HWF-9")])
+    messages = demo_messages(rendered, Task("t", "the parcel never arrived"), nearest=2)
+    shown = [m.content for m in messages if m.role == "user"][:-1]
+    assert len(shown) == 2 and shown[-1] == "my parcel arrived broken" and "parcel" in shown[0]
+    assert len(demo_messages(rendered, Task("t", "q"), nearest=9)) == 9  # 4 examples (2 turns each) and the input
+
+
+def test_closed_answers_carry_a_grammar_of_the_answers_the_examples_show() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def model(messages: Sequence[Message], **params: Any) -> str:
+        seen.append(params)
+        return "KTR-4"
+
+    agent = DemoAgent(make_agent(CallableProvider(model), local=True, proposer="rule"), closed=True)
+    rendered = _skill([("my invoice", "KTR-4"), ("my parcel", "MZV-2"), ("another invoice", "KTR-4")])
+    anyio.run(agent.run, rendered, Task("t", "a question"))
+    anyio.run(agent.run, "", Task("t", "a question"))
+    assert seen[0]["grammar"] == 'root ::= "KTR-4" | "MZV-2"' and "grammar" not in seen[1]
+    assert answer_grammar(_skill([('say "hi"', 'a "quoted" answer')])) == r'root ::= "a \"quoted\" answer"'
+
+
+def test_example_options_without_a_demonstrations_proposer_are_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="proposer='demos'"):
+        evolve_skill(ROUTED, model=CallableProvider(Fake()), proposer="rule", nearest=3)
+    with pytest.raises(ConfigError, match="nearest"):
+        DemoAgent(make_agent(CallableProvider(Fake()), local=True, proposer="rule"), nearest=0)

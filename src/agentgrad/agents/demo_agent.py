@@ -14,27 +14,54 @@ message as rendered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentgrad.agents.llm import LLMAgent, Proposal
-from agentgrad.core._checks import integer
+from agentgrad.core._checks import flag, integer
 from agentgrad.errors import InvalidProposalError, StateDictError
 from agentgrad.providers.base import Completion, Message
+from agentgrad.runtime.locality import Locality
 from agentgrad.strategies.demos import demo_from_failure, split_proposal
 
 DEMO_PROPOSERS = ("demos", "demos+rules")
 
 
-def demo_messages(rendered: str, task: Any) -> list[Message]:
+def nearest_examples(pairs: Sequence[tuple[str, str]], question: str, k: int) -> list[tuple[str, str]]:
+    """The `k` examples whose inputs are most like `question` (TF-IDF cosine, `runtime.locality`), the most alike
+    last, next to the question; among equals, the skill's order."""
+    if len(pairs) <= 1:
+        return list(pairs)
+    inputs = {f"e{i}": shown for i, (shown, _) in enumerate(pairs)}
+    likeness = Locality({**inputs, "q": question})
+    ranked = sorted(range(len(pairs)), key=lambda i: -likeness.similarity(f"e{i}", "q"))[:k]
+    return [pairs[i] for i in reversed(ranked)]
+
+
+def answer_grammar(rendered: str) -> str | None:
+    """A llama.cpp grammar whose only sentences are the answers the examples of `rendered` show (None: no
+    example)."""
+    try:
+        pairs, _ = split_proposal(rendered)
+    except InvalidProposalError:
+        return None
+    answers = sorted({answer.strip() for _, answer in pairs if answer.strip()})
+    return "root ::= " + " | ".join(json.dumps(a, ensure_ascii=False) for a in answers) if answers else None
+
+
+def demo_messages(rendered: str, task: Any, *, nearest: int | None = None) -> list[Message]:
     """The conversation for `task`: the rules of `rendered` as the system message (if any), each example of it as
-    a user turn and an assistant turn, then the task's input. A skill whose examples cannot be read (an
-    ``Input:`` line with no ``Answer:``) is the system message as it is."""
+    a user turn and an assistant turn (with `nearest`, only that many, the most like the task's input), then the
+    task's input. A skill whose examples cannot be read (an ``Input:`` line with no ``Answer:``) is the system
+    message as it is."""
     question = str(getattr(task, "input", task))
     try:
         pairs, rest = split_proposal(rendered)
     except InvalidProposalError:
         pairs, rest = [], rendered
+    if nearest is not None:
+        pairs = nearest_examples(pairs, question, nearest)
     system = rest.strip()
     messages = [Message("system", system)] if system else []
     for shown, answer in pairs:
@@ -51,11 +78,22 @@ class DemoAgent:
             rules as text to add, not as replacements.
         rules: alternate: even proposal calls give a demonstration, odd ones ask `solver` for a rule.
         turns: show examples as conversation turns (else the rendered skill is the system message).
+        nearest: show only this many examples, those whose inputs are most like the task's (None: all of them),
+            as DSPy's KNNFewShot retrieves its demonstrations. A small model that can only copy the form of an
+            answer then copies the answer of the most alike example: the skill works as a nearest-neighbour
+            memory, and the optimizer learns which examples to keep in it.
+        closed: the answer must be one of the answers the skill's examples show (a llama.cpp ``grammar`` on the
+            solving call, so for the local model and llama.cpp servers only; no examples: no constraint). For a
+            closed label set, such as arbitrary queue codes, that a small model would otherwise make up.
     State: the number of proposal calls made (`calls`), and `solver`'s own state.
     """
 
-    def __init__(self, solver: LLMAgent, *, rules: bool = False, turns: bool = True) -> None:
-        self.solver, self.rules, self.turns = solver, rules, turns
+    def __init__(self, solver: LLMAgent, *, rules: bool = False, turns: bool = True,
+                 nearest: int | None = None, closed: bool = False) -> None:
+        if nearest is not None:
+            integer(nearest, "DemoAgent: nearest", low=1)
+        self.solver, self.rules, self.turns, self.nearest = solver, rules, turns, nearest
+        self.closed = flag(closed, "DemoAgent: closed")
         if rules:
             solver.refine = None
         self.calls = 0
@@ -64,7 +102,12 @@ class DemoAgent:
         """Answer `task` with the skill `rendered`: examples as turns, rules as the system message."""
         if not self.turns:
             return await self.solver.run(rendered, task)
-        return await self.solver.provider.complete(demo_messages(rendered, task), **self.solver.params)
+        params = dict(self.solver.params)
+        if self.closed:
+            shown = answer_grammar(rendered)
+            if shown is not None:
+                params["grammar"] = shown
+        return await self.solver.provider.complete(demo_messages(rendered, task, nearest=self.nearest), **params)
 
     async def propose(self, rendered: str, task: Any, output: str | None, reward: float) -> Proposal | str | None:
         """A demonstration of the failed `task` (no model call), or, with `rules`, every other call a rule."""

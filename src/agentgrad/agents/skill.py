@@ -127,18 +127,23 @@ def make_agent(provider: Provider, *, local: bool, proposer: str | None = None, 
 PROPOSERS = ("rule", "edits", *DEMO_PROPOSERS)
 
 
-def _solver(agent: LLMAgent, proposer: str | None) -> tuple[LLMAgent | DemoAgent, Strategy]:
+def _solver(agent: LLMAgent, proposer: str | None, *, nearest: int | None = None,
+            closed: bool = False) -> tuple[LLMAgent | DemoAgent, Strategy]:
     """The agent and the strategy of a run: `agent` with `AppendRules`, or for the demonstration proposers a
-    `DemoAgent` around it with the `Demonstrations` strategy."""
+    `DemoAgent` around it (showing `nearest` examples, answers `closed`) with the `Demonstrations` strategy."""
     if proposer in DEMO_PROPOSERS:
-        return DemoAgent(agent, rules=proposer == "demos+rules"), Demonstrations()
+        return DemoAgent(agent, rules=proposer == "demos+rules", nearest=nearest, closed=closed), Demonstrations()
+    if nearest is not None or closed:
+        raise ConfigError("nearest= and closed= shape how a skill's examples are shown: use them with "
+                          f"proposer='demos' or 'demos+rules', not {proposer!r}")
     return agent, AppendRules()
 
 
 def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: str | Provider | None = None,
                  prompt: str = "question", gold: str = "answer", score: str | Scorer = "exact", skill: str = "",
                  budget: Budget | None = None, seed: int = 0, params: Mapping[str, Any] | None = None,
-                 proposer: str | None = None, **options: Any) -> Result:
+                 proposer: str | None = None, nearest: int | None = None, closed: bool = False,
+                 **options: Any) -> Result:
     """Evolve a skill for `model` on `rows`: each row's `prompt` field is the question, `gold` the answer.
 
     Scores with `score` ("exact", "normalized_exact", "contains", "numeric", "f1" or a function), splits the
@@ -146,7 +151,9 @@ def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: s
     to `evolve()`. `params` go to every solving call (default: temperature 0, max_tokens 64). `proposer` picks
     how proposals are asked for: "rule" or "edits" (see `make_agent`), "demos" (worked examples: a failed
     training input with its gold answer, no model call; the `Demonstrations` strategy; see `DemoAgent`), or
-    "demos+rules" (demonstrations and the model's rules, alternately, in one skill). A model named by a string is
+    "demos+rules" (demonstrations and the model's rules, alternately, in one skill); with those, `nearest` shows
+    the model only that many examples, the most like each input, and `closed` restricts its answers to those the
+    examples show (llama.cpp models: see `DemoAgent`). A model named by a string is
     started (local) or connected with as many parallel calls as the run's workers make at once, and closed at the
     end.
     """
@@ -162,7 +169,7 @@ def evolve_skill(rows: Sequence[Mapping[str, Any]] | Sequence[Task], *, model: s
     agent = make_agent(provider, local=_is_local(chosen), proposer=style, seed=seed, params=params)
     splits = split(tasks, seed=seed)
     agent.remember(task.expected for task in splits.train[:agent.shown])
-    solver, strategy = _solver(agent, proposer)
+    solver, strategy = _solver(agent, proposer, nearest=nearest, closed=closed)
     try:
         return evolve(splits, scoring(score), agent=solver, strategy=strategy,
                       artifact=Artifact("skill", Kind.SKILL, skill), budget=budget or DEFAULT_BUDGET,
