@@ -20,7 +20,7 @@ from agentgrad.core.library import Library, pack, unpack
 from agentgrad.core.ops import Op
 from agentgrad.core.units import Scope
 from agentgrad.data.splits import split
-from agentgrad.errors import ConfigError
+from agentgrad.errors import ConfigError, InvalidProposalError
 from agentgrad.providers.base import Message
 from agentgrad.providers.callable import CallableProvider
 from agentgrad.runtime.budget import Budget
@@ -152,3 +152,9 @@ def test_a_stale_child_is_carried_over_whole_to_the_new_head() -> None:
     member = Diff("lib", 0, (Op.replace(Scope.TEXT, "a", "child codes").within("codes"),))
     head = pack({"codes": "new codes", "style": "new style"})
     assert agent.repair(member.to_dict(), head) == {"codes": "child codes"}
+
+
+@pytest.mark.parametrize("diff", [{}, {"ops": "x"}, {"ops": [{"member": None}]}])
+def test_a_malformed_stale_diff_is_a_clear_error(diff: dict[str, Any]) -> None:
+    with pytest.raises(InvalidProposalError, match="cannot read the stale diff"):
+        GEPAAgent(routing.solve, REFLECTOR).repair(diff, "head")

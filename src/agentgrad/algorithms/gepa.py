@@ -32,7 +32,7 @@ from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.library import Library, is_packed, pack, unpack
 from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
-from agentgrad.errors import ConfigError, StateDictError
+from agentgrad.errors import ConfigError, InvalidProposalError, StateDictError
 from agentgrad.providers.base import Provider
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import Acceptance, RunConfig, Staleness, StalePolicy, Workers
@@ -184,8 +184,8 @@ class GEPAAgent(RecipeAgent):
         others)."""
         try:
             ops = [(op.get("member"), "" if op["action"] == "delete" else str(op["new"])) for op in diff["ops"]]
-        except (KeyError, TypeError) as exc:
-            raise StateDictError(f"gepa: cannot read the diff to carry over ({exc})") from exc
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InvalidProposalError(f"gepa: cannot read the stale diff to carry over ({exc})") from exc
         if not is_packed(head_text):
             return ops[-1][1] if ops else head_text
         return {str(member): text for member, text in ops if member is not None}
