@@ -138,13 +138,19 @@ def _judge(candidate: Candidate, post: Judgement, head: Head, min_examples: int,
         look = f" on look {candidate.looks}" if candidate.looks > 1 else ""
         what = "harmful" if post.harmful else "not significant"
         return verdict(candidate, Outcome.REJECTED, STAGE, f"{what}{look}: {post.describe()}", numbers)
+    return held_before_commit(candidate, head, "passes", post.describe(), numbers)
+
+
+def held_before_commit(candidate: Candidate, head: Head, verb: str, described: str,
+                       numbers: Mapping[str, float]) -> Decision | None:
+    """RECHECK for a passer whose evidence is from an older head, FULL_CHECK for an L1 passer checked on a subset,
+    else None (it may be committed). `verb` and `described` say how it passed, for the reason."""
     if candidate.recheck:
-        return verdict(candidate, Outcome.RECHECK, STAGE,
-                       f"passes on evidence from an older head ({post.describe()}); re-check on version "
-                       f"{head.version} before commit", numbers)
+        return verdict(candidate, Outcome.RECHECK, STAGE, f"{verb} on evidence from an older head ({described}); "
+                       f"re-check on version {head.version} before commit", numbers)
     if head.layer is Layer.L1 and not candidate.evidence.full:
         return verdict(candidate, Outcome.FULL_CHECK, STAGE,
-                       f"L1 change passes on a subset ({post.describe()}); needs a full held-out check", numbers)
+                       f"L1 change {verb} on a subset ({described}); needs a full held-out check", numbers)
     return None
 
 

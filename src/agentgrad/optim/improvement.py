@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from agentgrad.core._checks import integer, number
 from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.optim.acceptance import STAGE, AcceptanceState, head_of
+from agentgrad.optim.acceptance import STAGE, AcceptanceState, head_of, held_before_commit
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
 
 
@@ -46,13 +46,7 @@ def _judge(candidate: Candidate, head: Head, *, margin: float, min_examples: int
     if numbers["mean_gain"] <= margin:
         return verdict(candidate, Outcome.REJECTED, STAGE, f"no better than the head: {_describe(numbers)}, not above "
                        f"{margin:g}", numbers)
-    if candidate.recheck:
-        return verdict(candidate, Outcome.RECHECK, STAGE, f"better on evidence from an older head "
-                       f"({_describe(numbers)}); re-check on version {head.version} before commit", numbers)
-    if head.layer is Layer.L1 and not candidate.evidence.full:
-        return verdict(candidate, Outcome.FULL_CHECK, STAGE,
-                       f"L1 change better on a subset ({_describe(numbers)}); needs a full held-out check", numbers)
-    return None
+    return held_before_commit(candidate, head, "better", _describe(numbers), numbers)
 
 
 def _pick(passers: Sequence[Candidate], best_only: bool) -> dict[str, Decision]:
