@@ -96,12 +96,28 @@ def _parked(engine: Engine, origin: str, name: str = "p1") -> Candidate:
     return candidate
 
 
-def test_parked_candidates_never_hold_exploration_back(tmp_path: Path) -> None:
+def test_parked_candidates_hold_exploration_back_only_while_a_context_can_still_be_found(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
-        for i in range(12):  # far more than the gate workers could have waiting
+        _parked(engine, engine.train[0])  # 5 contexts x 2 calls to go: more than the 8 calls of the budget
+        assert engine.pacing.exploring == 0 and len(engine.open) == 1
+        assert not engine.pacing.explore_allowed() and engine.pacing.parked_blocks()  # the calls are its own
+        assert engine.pacing.explore_allowed(parked=False)
+        assert release_parked(engine, winding_down=True) == []  # born on the head, no earlier version: stranded
+        assert engine.parking.stranded == frozenset(engine.parking.waiting)
+        assert engine.pacing.explore_allowed() and not engine.pacing.parked_blocks()  # only a rollout brings work
+        engine.parking.winding_down = False  # as before the run winds down: a later head may still come for it
+        release_parked(engine)
+        assert engine.parking.stranded == frozenset() and not engine.pacing.explore_allowed()
+
+    helpers.on_engine(tmp_path / "run", body, budget=Budget(calls=8))
+
+
+def test_parked_candidates_that_are_each_others_context_are_released_to_the_gate(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        for i in range(12):  # 12 x 5 contexts x 2 calls: more than the 100 calls of the budget
             _parked(engine, engine.train[i % len(engine.train)], f"p{i}")
-        assert len(engine.open) == 12 and engine.pacing.exploring == 0
-        assert engine.pacing.explore_allowed()  # nothing is in flight: only a rollout can bring work
+        assert engine.pacing.parked_blocks()
+        assert len(release_parked(engine, winding_down=True)) == 12 and not engine.parking.stranded
 
     helpers.on_engine(tmp_path / "run", body)
 
@@ -164,3 +180,16 @@ def test_winding_down_releases_a_lone_candidate_on_an_earlier_version(tmp_path: 
         assert engine.parking.winding_down and len(engine.parking) == 1
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_near_the_end_of_a_tight_budget_the_calls_go_to_replications_not_to_rollouts(tmp_path: Path) -> None:
+    world = preset("small_zipf", 1)  # at 150 calls, once: a rollout took the calls the rare rules' replicas needed
+    clock = FakeClock()
+    bot = WorldAgent(world, median=0.001, sleep=clock.sleep)
+    result = evolve(bot.splits(), bot.reward, agent=bot, strategy=world.strategy, artifact=world.artifact,
+                    budget=Budget(calls=150), workers=1, asynchronous=False, store=tmp_path / "run", seed=1,
+                    clock=clock.now)
+    assert result.ok, result.error
+    rare_rules = [world.right_rule(c) for c in ("probability", "strings")]
+    assert all(rule in result.artifact.text for rule in rare_rules)
+    assert world.audit(result.artifact.text)["wrong"] == 0 and result.usage.rollouts + result.usage.gate_evals <= 150

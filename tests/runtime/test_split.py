@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrad.runtime.split import PRIOR_WEIGHT, SplitFigures, judging_reserve, may_explore
+from agentgrad.optim.judge import REPLICAS
+from agentgrad.runtime.split import PRIOR_WEIGHT, SplitFigures, judging_reserve, may_explore, replication_reserve
 
 
 def figures(rollouts: int = 0, proposals: int = 0, judged: int = 0, gate_calls: float = 0.0,
@@ -119,3 +120,17 @@ def test_may_explore_is_antitone_in_the_rollouts_in_flight(fig: SplitFigures, ca
     fewer, more = sorted((a, b))
     if may_explore(fig, calls_left=calls_left, waiting=waiting, exploring=more):
         assert may_explore(fig, calls_left=calls_left, waiting=waiting, exploring=fewer)
+
+
+def test_the_replication_reserve_is_two_calls_for_each_context_a_parked_candidate_lacks() -> None:
+    assert REPLICAS == 5
+    assert replication_reserve([]) == 0.0
+    assert replication_reserve([0, 3, 5, 7]) == 2 * 5 + 2 * 2 + 0 + 0
+
+
+def test_the_calls_parked_candidates_may_need_are_kept_even_with_nothing_else_in_flight() -> None:
+    start = figures(prior_cost=10.0)
+    assert may_explore(start, calls_left=11, waiting=0, exploring=0, parked=0.0)
+    assert not may_explore(start, calls_left=10, waiting=0, exploring=0, parked=10.0)  # 9 < 10 + 10
+    assert may_explore(start, calls_left=21, waiting=0, exploring=0, parked=10.0)  # 10 + one rollout's 10
+    assert not may_explore(start, calls_left=30, waiting=1, exploring=0, parked=10.0)  # 10 + 2 x 10 > 29

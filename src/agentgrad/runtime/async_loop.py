@@ -72,7 +72,14 @@ def _starved(engine: Engine) -> bool:
     return meter.remaining("gate_evals") <= 0 or meter.remaining("calls") < 1 or engine.idle()
 
 
-async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout], throttle: Throttle) -> None:
+def _wind_down(engine: Engine, feedback: _Feedback) -> None:
+    """Send the parked candidates that can be placed now (earlier versions too) to the gate: the calls left are
+    kept for them, so no rollout may move the head for them."""
+    feedback.send_back(release_parked(engine, winding_down=True))
+
+
+async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Rollout], throttle: Throttle,
+                          feedback: _Feedback) -> None:
     name = f"worker-{index}"
     snapshot = engine.head
 
@@ -86,8 +93,9 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                 await throttle.turn(index)
                 if _starved(engine) or engine.accounts.meter.remaining("proposals") <= 0:  # a rollout leads nowhere
                     return
-                if not await engine.pacing.explore_turn(partial(_starved, engine), worker=index):  # calls kept to judge
-                    return
+                wind_down = partial(_wind_down, engine, feedback)
+                if not await engine.pacing.explore_turn(partial(_starved, engine), worker=index, wind_down=wind_down):
+                    return  # the calls left are kept to judge
                 task = engine.pacing.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
                 engine.journal.counts["rollout_dispatch"] += 1
                 try:
@@ -229,7 +237,7 @@ async def run_async(engine: Engine, pending: list[tuple[Candidate, Outcome]] | N
     with anyio.move_on_after(max(0.0, engine.accounts.time_left())):
         # The original stream ends close as soon as the clones are handed out; the group then waits for its tasks.
         async with anyio.create_task_group() as group, roll_send, roll_recv, cand_send, cand_recv:
-            pools += [(_rollout_worker, engine, i, roll_send.clone(), throttle) for i in range(w.rollout)]
+            pools += [(_rollout_worker, engine, i, roll_send.clone(), throttle, feedback) for i in range(w.rollout)]
             pools += [(_proposer, engine, roll_recv.clone(), work, feedback, throttle) for _ in range(w.propose)]
             feedback.send_back(list(pending or []))
             group.start_soon(_supervise, engine, pools, feedback)

@@ -26,7 +26,7 @@ from agentgrad.runtime.records import Recorder, Rollout, Snapshot
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache
 from agentgrad.runtime.sections import SectionOwners
-from agentgrad.runtime.split import SplitFigures, may_explore
+from agentgrad.runtime.split import SplitFigures, may_explore, replication_reserve
 from agentgrad.store.kinds import EventKind
 
 BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gate workers' work is waiting
@@ -149,11 +149,12 @@ class Pacing:
             self._settled.set()
             self._settled = None
 
-    def explore_allowed(self, extra: int = 0, worker: int | None = None) -> bool:
+    def explore_allowed(self, extra: int = 0, worker: int | None = None, *, parked: bool = True) -> bool:
         """True if one more rollout (beside `extra` about to start) fits the division of `Budget.calls` between
-        exploring and judging (`runtime.split`), and the gate is not behind (fewer than `BACKLOG` times its workers
-        of proposals waiting or on their way); always True when calls are not limited. In section-parallel mode,
-        `worker` waits while each of its own tasks is busy or solved (its rollout could only repeat one)."""
+        exploring and judging (`runtime.split`; with `parked`, the calls the candidates waiting to replicate may
+        still need are kept too), and the gate is not behind (fewer than `BACKLOG` times its workers of proposals
+        waiting or on their way); always True when calls are not limited. In section-parallel mode, `worker` waits
+        while each of its own tasks is busy or solved (its rollout could only repeat one)."""
         if self.accounts.meter.budget.calls is None:
             return True
         if self.sections is not None and worker is not None and self._all_taken(self.sections.tasks_of(worker)):
@@ -164,8 +165,17 @@ class Pacing:
         in_flight = queued + self.exploring + extra + len(self.awaiting)
         if in_flight and self._all_taken(self.train):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
+        kept = replication_reserve(self.parking.replicas_needed()) if parked else 0.0
         return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
-                           exploring=self.exploring + extra)
+                           exploring=self.exploring + extra, parked=kept)
+
+    def parked_blocks(self, extra: int = 0) -> bool:
+        """True if a rollout (beside `extra` about to start) is refused only for the calls the candidates waiting
+        to replicate may still need: they should be placed now (in earlier versions too, `runtime.stale`'s
+        `release_parked` winding down), as no later head may come for them within the budget."""
+        if self.accounts.meter.budget.calls is None or not self.parking.replicas_needed():
+            return False
+        return not self.explore_allowed(extra) and self.explore_allowed(extra, parked=False)
 
     def _all_taken(self, tasks: Sequence[str]) -> bool:
         """True if each of `tasks` is being worked on or solved on the head."""
@@ -183,15 +193,19 @@ class Pacing:
         return SplitFigures(rollouts, self.journal.counts["proposals"], self.journal.counts["judged"],
                             self.accounts.meter.used["gate_evals"], self.gate.prior_cost())
 
-    async def explore_turn(self, starved: Callable[[], bool] = lambda: False, worker: int | None = None) -> bool:
+    async def explore_turn(self, starved: Callable[[], bool] = lambda: False, worker: int | None = None,
+                           wind_down: Callable[[], None] | None = None) -> bool:
         """Wait until a rollout may start (`explore_allowed`): a verdict, or a while, may free the calls it needs;
-        False once no call is left at all, or `starved()` says nothing more could reach a verdict. After
+        False once no call is left at all, or `starved()` says nothing more could reach a verdict. While only the
+        calls kept for replication hold it back (`parked_blocks`), `wind_down()` places those candidates. After
         `STUCK_WAITS` waits in which no call was made and no verdict given, the rollout starts anyway: a wait that
         nothing can end would hold the run forever."""
         seen, still = (self.journal.calls, self.journal.counts["judged"]), 0
         while not self.explore_allowed(worker=worker):
             if self.accounts.meter.remaining("calls") < 1 or starved():
                 return False
+            if wind_down is not None and self.parked_blocks():
+                wind_down()
             now = (self.journal.calls, self.journal.counts["judged"])
             still, seen = (still + 1, seen) if now == seen else (0, now)
             if still >= STUCK_WAITS:

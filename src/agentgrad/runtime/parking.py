@@ -60,6 +60,7 @@ class Parking:
         self.waiting: dict[str, Candidate] = {}
         self.siblings: dict[str, Context] = {}
         self.winding_down = False  # set once the run has nothing else to do: earlier versions may be contexts
+        self.stranded: frozenset[str] = frozenset()  # waiting with no context left even while winding down
         self.spares: list[Diff] = []
         self.base_keys: dict[tuple[str, int], str] = {}  # (artifact, version) -> its text's context key
 
@@ -75,6 +76,11 @@ class Parking:
         """The origin tasks of the waiting candidates (a rollout there would only propose one of them again)."""
         return frozenset(c.origin for c in self.waiting.values() if c.origin is not None)
 
+    def replicas_needed(self) -> list[int]:
+        """The replicas each waiting candidate has, the stranded ones left out (only a new head could place
+        them): what `runtime.split.replication_reserve` keeps calls for."""
+        return [len(c.evidence.replicas) for i, c in self.waiting.items() if i not in self.stranded]
+
     def park(self, candidate: Candidate) -> None:
         self.waiting[candidate.diff.id] = candidate
         self.siblings.pop(candidate.diff.id, None)
@@ -84,7 +90,8 @@ class Parking:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
         else on the head with the first of `TRIES` siblings (other waiting candidates' changes, then the spares)
         for which `fresh(c, sibling)`, else, while `winding_down`, in the first of the `earlier()` versions that is
-        fresh for it (read once, and only if a candidate needs one; the context chosen is noted in `siblings`)."""
+        fresh for it (read once, and only if a candidate needs one; the context chosen is noted in `siblings`). While
+        winding down, those left waiting are `stranded` until the next release."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         versions: Sequence[Earlier] | None = None
@@ -99,6 +106,7 @@ class Parking:
                 ready.append(candidate)
         for candidate in ready:
             del self.waiting[candidate.diff.id]
+        self.stranded = frozenset(self.waiting) if self.winding_down else frozenset()
         return ready
 
 

@@ -5,7 +5,8 @@ Spending the calls on rollouts whose proposals can never be judged learns nothin
 because rollouts stopped too early. The split is decided afresh before every rollout from what the run has
 measured so far: a rollout may start only while the calls left cover it plus the expected judging cost of the
 work already in the pipeline (the proposals waiting for a verdict, and those the rollouts in flight are expected to
-bring), each proposal priced at the mean gate calls a proposal has cost so far. Early in a run the estimates are
+bring), each proposal priced at the mean gate calls a proposal has cost so far, and the calls the candidates held
+to replicate (`runtime.parking`) may still need, two per fresh context they lack. Early in a run the estimates are
 the priors below, blended with what was measured as evidence comes in.
 
 Pure: the figures come in as arguments, nothing is read from a clock or a store.
@@ -13,7 +14,10 @@ Pure: the figures come in as arguments, nothing is read from a clock or a store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from agentgrad.optim.judge import REPLICAS
 
 PRIOR_WEIGHT = 2.0  # the priors count as this many observations
 
@@ -54,12 +58,20 @@ def judging_reserve(figures: SplitFigures, *, waiting: int, exploring: int) -> f
     return figures.cost_per_proposal * expected
 
 
-def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, exploring: int) -> bool:
-    """True if one more rollout fits beside the judging reserve (it counts itself among the `exploring`). With
-    nothing waiting and nothing in flight a rollout always may start while a call is left: only rollouts can bring
-    more work, so holding them back would leave the calls unused."""
+def replication_reserve(replicas: Iterable[int]) -> float:
+    """The most calls candidates held to replicate still need, given the replicas each has: two a context (the
+    origin task with and without the change) up to the design's `REPLICAS`."""
+    return float(sum(2 * max(0, REPLICAS - n) for n in replicas))
+
+
+def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, exploring: int,
+                parked: float = 0.0) -> bool:
+    """True if one more rollout fits beside the judging reserve (it counts itself among the `exploring`) and the
+    `parked` calls the replicating candidates may still need. With nothing waiting, nothing in flight and nothing
+    parked, a rollout always may start while a call is left: only rollouts can bring more work, so holding them
+    back would leave the calls unused."""
     if calls_left < 1:
         return False
-    if waiting == 0 and exploring == 0:
+    if waiting == 0 and exploring == 0 and parked <= 0:
         return True
-    return calls_left - 1 >= judging_reserve(figures, waiting=waiting, exploring=exploring + 1)
+    return calls_left - 1 >= parked + judging_reserve(figures, waiting=waiting, exploring=exploring + 1)

@@ -141,7 +141,7 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
             released = not held and not stalled
             if released:
                 held = release_parked(engine)
-            if not held and not _can_continue(engine, 0):
+            if not held and (not _can_continue(engine, 0) or engine.pacing.parked_blocks()):
                 held = release_parked(engine, winding_down=True)  # the last chance of parked work before the end
             if not _can_continue(engine, len(held)):
                 break
