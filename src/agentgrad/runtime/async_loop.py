@@ -82,6 +82,7 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                           feedback: _Feedback) -> None:
     name = f"worker-{index}"
     snapshot = engine.head
+    starved, wind_down = partial(_starved, engine), partial(_wind_down, engine, feedback)
 
     def lag(current: Snapshot) -> Snapshot:
         """The lag budget, applied when the rollout's run slot is granted: refresh once the head is more than
@@ -93,8 +94,7 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                 await throttle.turn(index)
                 if _starved(engine) or engine.accounts.meter.remaining("proposals") <= 0:  # a rollout leads nowhere
                     return
-                wind_down = partial(_wind_down, engine, feedback)
-                if not await engine.pacing.explore_turn(partial(_starved, engine), worker=index, wind_down=wind_down):
+                if not await engine.pacing.explore_turn(starved, worker=index, wind_down=wind_down):
                     return  # the calls left are kept to judge
                 task = engine.pacing.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
                 engine.journal.counts["rollout_dispatch"] += 1
