@@ -1,4 +1,4 @@
-"""ACE on the embedded local model: a playbook of numbered bullets for the shipped 'routing' set.
+"""ACE on the embedded local model: a playbook of numbered bullets for the shipped 'sentiment' set.
 
 The local model (llama.cpp in this process; it takes about a minute to load) answers with the playbook inside
 ACE's generator instructions, and plays reflector and curator. Every delta is checked against the current

@@ -1,6 +1,6 @@
-"""EvoSkill on the embedded local model: skill folders learned from failures on the shipped 'routing' set.
+"""EvoSkill on the embedded local model: skill folders learned from failures on the shipped 'sentiment' set.
 
-The local model (llama.cpp in this process; it takes about a minute to load) answers each ticket with the skill
+The local model (llama.cpp in this process; it takes about a minute to load) answers each review with the skill
 library as its system prompt, and plays EvoSkill's proposer (create or edit a skill, from a batch of failures)
 and its skill writer (the folder). Every folder is checked against the current library on validation tasks
 before it is kept; the frontier of skill libraries the recipe built on is printed at the end.

@@ -1,6 +1,6 @@
-"""Meta-Harness on the embedded local model: a harness searched from raw traces on the shipped 'routing' set.
+"""Meta-Harness on the embedded local model: a harness searched from raw traces on the shipped 'sentiment' set.
 
-The local model (llama.cpp in this process; it takes about a minute to load) answers each ticket with the harness
+The local model (llama.cpp in this process; it takes about a minute to load) answers each review with the harness
 as its system prompt, and plays Meta-Harness's proposer: it reads earlier harnesses in full with their scores and
 raw traces, states a hypothesis and writes a complete new harness. The harness is an L1 artifact: one candidate
 is checked at a time, on the whole gate pool, before it lands. The archive is printed at the end.
@@ -17,7 +17,7 @@ from agentgrad.algorithms.meta_harness import MetaHarnessAgent, harness, recipe
 
 def main() -> int:
     cli = parser(__doc__ or "", calls=60, seconds=900.0)
-    cli.add_argument("--harness", default="Answer with the code only.", help="the starting harness")
+    cli.add_argument("--harness", default="Answer with the label only.", help="the starting harness")
     cli.add_argument("--timeout", type=float, default=600.0, help="seconds one proposal may take (CPU model)")
     args = cli.parse_args()
     solver, provider = local_solver(args)

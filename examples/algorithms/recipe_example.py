@@ -16,7 +16,7 @@ from agentgrad.data.shipped import recommended_scorer
 SOLVE = {"temperature": 0.0, "max_tokens": 24}
 
 
-def parser(doc: str, *, task_set: str = "routing", calls: int = 80,
+def parser(doc: str, *, task_set: str = "sentiment", calls: int = 80,
            seconds: float | None = None) -> argparse.ArgumentParser:
     """--set, --model, --calls, --async and --run-dir; --seconds when the example has a wall-time default."""
     cli = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -30,7 +30,7 @@ def parser(doc: str, *, task_set: str = "routing", calls: int = 80,
     return cli
 
 
-def arguments(doc: str, *, task_set: str = "routing", calls: int = 80) -> argparse.Namespace:
+def arguments(doc: str, *, task_set: str = "sentiment", calls: int = 80) -> argparse.Namespace:
     """The common command line alone."""
     return parser(doc, task_set=task_set, calls=calls).parse_args()
 

@@ -1,6 +1,6 @@
-"""Reflexion on the embedded local model: lessons for the shipped 'routing' set, learned from retries.
+"""Reflexion on the embedded local model: lessons for the shipped 'sentiment' set, learned from retries.
 
-On a training ticket the local model (llama.cpp in this process; about a minute to load) answers with the
+On a training review the local model (llama.cpp in this process; about a minute to load) answers with the
 lessons; while its answer is wrong it writes a self-reflection and tries again with it, up to --trials tries. A
 reflection after which a retry passed is proposed as a lesson and kept only if it helps on validation tasks.
 Every attempt is written to ``reflexion_attempts.json`` in the run directory.

@@ -5,7 +5,7 @@ optimizer, writes the new versions. A small model follows the recipe's reply for
 run counts the replies it cannot use), so expect small gains; with OPENAI_*/ANTHROPIC_* set, pass
 --model openai:<name> for a stronger one.
 
-    python examples/algorithms/skillneo_local.py [--set routing] [--calls 80] [--async]
+    python examples/algorithms/skillneo_local.py [--set sentiment] [--calls 80] [--async]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentgrad.algorithms.skillneo import skillneo
 
 
 def main() -> int:
-    return run_recipe(skillneo, arguments(__doc__ or ""), name="skillneo", artifact="Answer with the code only.",
+    return run_recipe(skillneo, arguments(__doc__ or ""), name="skillneo", artifact="Answer with the label only.",
                       params={"max_tokens": 256})
 
 

@@ -5,7 +5,7 @@ optimizer, writes the new versions. A small model follows the recipe's reply for
 run counts the replies it cannot use), so expect small gains; with OPENAI_*/ANTHROPIC_* set, pass
 --model openai:<name> for a stronger one.
 
-    python examples/algorithms/skillopt_local.py [--set routing] [--calls 80] [--async]
+    python examples/algorithms/skillopt_local.py [--set sentiment] [--calls 80] [--async]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentgrad.algorithms.skillopt import skillopt
 
 
 def main() -> int:
-    return run_recipe(skillopt, arguments(__doc__ or ""), name="skillopt", artifact="Answer with the code only.",
+    return run_recipe(skillopt, arguments(__doc__ or ""), name="skillopt", artifact="Answer with the label only.",
                       params={"max_tokens": 256})
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 from agentgrad.core.decision import Outcome
+from agentgrad.runtime.accounts import NEVER_STARTED
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.engine import Engine
@@ -60,8 +61,10 @@ def events(store: Path, kinds: list[str] | None = None) -> list[tuple[str, dict[
 
 
 def dispatched(store: Path) -> Counter[str]:
-    """How many calls of each budget kind the event log says were dispatched."""
-    return Counter(p["kind"] for _, p in events(store, ["dispatch"]))
+    """How many calls of each budget kind the event log says were dispatched and started (a call cancelled while
+    it waited for a slot is given its reservation back: it never ran)."""
+    unrun = {p["call"] for _, p in events(store, ["done"]) if p["error"] == NEVER_STARTED}
+    return Counter(p["kind"] for _, p in events(store, ["dispatch"]) if p["call"] not in unrun)
 
 
 def check_commits(store: Path, artifact_id: str = WORLD.artifact.id) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentgrad.errors import ConfigError
+from agentgrad.runtime.accounts import NEVER_STARTED
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.isolated import in_subprocess
@@ -37,7 +38,7 @@ def test_a_hung_sync_run_in_a_subprocess_is_killed_at_its_timeout_and_the_run_le
     assert result.ok, result.error
     assert time.monotonic() - started < 60  # the hung call held nothing back for its ten minutes
     assert len(result.history) > 1  # the other calls' answers came back: it learned
-    errors = [p["error"] for _, p in events(tmp_path / "run", ["done"]) if p["error"]]
+    errors = [p["error"] for _, p in events(tmp_path / "run", ["done"]) if p["error"] not in (None, NEVER_STARTED)]
     assert [e for e in errors if "timed out" in e] == ["timed out after 10 s"]  # the hung call, cut off
     cut = [e for e in errors if e != "cancelled" and not e.startswith("no answer after")]  # the end, or a hedge
     assert cut == ["timed out after 10 s"]

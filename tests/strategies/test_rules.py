@@ -94,6 +94,11 @@ def test_an_add_with_a_target_goes_right_after_that_rule() -> None:
     assert apply_ops(BASE, ops) == "# Style\n- Be concise.\n- be kind\n- always use tabs\n"
 
 
+def test_an_add_after_a_rule_the_artifact_lacks_goes_at_the_end() -> None:
+    ops = RULES.ops({"action": "add", "content": "be kind", "target": "be rude"}, BASE)
+    assert apply_ops(BASE, ops) == "# Style\n- Be concise.\n- always use tabs\n- be kind\n"
+
+
 @pytest.mark.parametrize(("proposal", "message"), [
     ({"action": "delete", "target": "be rude"}, "not in the artifact"),
     ({"action": "replace", "target": "be rude", "content": "be kind"}, "not in the artifact"),

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentgrad.runtime.accounts import NEVER_STARTED
 from agentgrad.store.events import Event
 
 STAGES = ("rollouts", "proposals", "gate_evals")
@@ -110,7 +111,7 @@ class RunStats:
         for name, amount in dict(event.payload.get("actual", {})).items():
             if name in self.actual:
                 self.actual[name] += float(amount)
-        if event.payload.get("error") is not None:
+        if event.payload.get("error") not in (None, NEVER_STARTED):  # a call given back before it ran: no error
             self.errors[kind] += 1
         if kind in RUN_KINDS:
             self.run_seconds += float(event.payload.get("seconds") or 0.0)

@@ -15,6 +15,7 @@ from agentgrad.runtime.calls import Caller, CallOutcome, Slots
 from agentgrad.runtime.records import Recorder
 from agentgrad.store.kinds import EventKind
 
+NEVER_STARTED = "cancelled before it started"  # the error of a call cancelled while it waited for a slot
 STOP_GUARD = 0.02  # seconds (at most 2% of the budget) the loop stops early: cancelling in-flight work takes 2-6 ms
 
 
@@ -59,12 +60,19 @@ class Accounts:
         return all(self.meter.remaining(k) >= amount * calls - 1e-9 for k, amount in self._amounts(kind).items())
 
     def settle(self, call_id: int, kind: str, reserved: dict[str, float], outcome: CallOutcome | None,
-               subject: str) -> None:
+               subject: str, *, started: bool = True) -> None:
         """Turn a reservation into use and log the result (`subject`: the task id, or for a repair the diff id).
 
-        `outcome` None means the call was cancelled after it started: it is charged its reservation (it may
-        have spent that much), exactly as a resumed run counts a call that never reported back.
+        `outcome` None means the call was cancelled: after it `started`, it is charged its reservation (it may
+        have spent that much), exactly as a resumed run counts a call that never reported back; before (it was
+        still waiting for a slot, as the gate's window cancels its queued calls once the verdict is certain) the
+        reservation is given back, and the log says it never ran.
         """
+        if outcome is None and not started:
+            self.meter.release(reserved)
+            self.journal.log_soon(EventKind.DONE, {"call": call_id, "kind": kind, "task": subject, "actual": {},
+                                                   "error": NEVER_STARTED, "seconds": 0.0})
+            return
         if outcome is None:
             actual = dict(reserved)
             error: str | None = "cancelled"
@@ -95,14 +103,21 @@ class Accounts:
         call_id, reserved = self.reserve(kind)
         outcome: CallOutcome | None = None
         priority = 0 if kind == "gate_evals" else 1
+        began = False
+
+        def granted() -> tuple[Any, ...]:  # the caller makes the arguments once the slot is granted
+            nonlocal began
+            began = True
+            return late() if late is not None else args
+
         try:
             if text_result:
-                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=late,
+                outcome = await self.caller.run(fn, *args, slots=slots, priority=priority, late=granted,
                                                 patience=patience)
             else:
-                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=late,
+                outcome = await self.caller.call(fn, *args, slots=slots, priority=priority, late=granted,
                                                  patience=patience)
         finally:
-            self.settle(call_id, kind, reserved, outcome, subject)
+            self.settle(call_id, kind, reserved, outcome, subject, started=began)
         return outcome
 

@@ -165,7 +165,7 @@ class Pacing:
         in_flight = queued + self.exploring + extra + len(self.awaiting)
         if in_flight and self._all_taken(self.train):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
-        kept = replication_reserve(self.parking.replicas_needed()) if parked else 0.0
+        kept = replication_reserve(self.parking.replica_counts()) if parked else 0.0
         return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra, parked=kept)
 
@@ -173,9 +173,9 @@ class Pacing:
         """True if a rollout (beside `extra` about to start) is refused only for the calls the candidates waiting
         to replicate may still need: they should be placed now (in earlier versions too, `runtime.stale`'s
         `release_parked` winding down), as no later head may come for them within the budget."""
-        if self.accounts.meter.budget.calls is None or not self.parking.replicas_needed():
+        if self.accounts.meter.budget.calls is None or not self.parking.replica_counts():
             return False
-        return not self.explore_allowed(extra) and self.explore_allowed(extra, parked=False)
+        return self.explore_allowed(extra, parked=False) and not self.explore_allowed(extra)
 
     def _all_taken(self, tasks: Sequence[str]) -> bool:
         """True if each of `tasks` is being worked on or solved on the head."""

@@ -76,7 +76,7 @@ class Parking:
         """The origin tasks of the waiting candidates (a rollout there would only propose one of them again)."""
         return frozenset(c.origin for c in self.waiting.values() if c.origin is not None)
 
-    def replicas_needed(self) -> list[int]:
+    def replica_counts(self) -> list[int]:
         """The replicas each waiting candidate has, the stranded ones left out (only a new head could place
         them): what `runtime.split.replication_reserve` keeps calls for."""
         return [len(c.evidence.replicas) for i, c in self.waiting.items() if i not in self.stranded]

@@ -298,5 +298,10 @@ class UnitStrategy:
         if index >= 0:
             self._add_existing(planner, index, new)
             return
-        at = None if edit.target is None else self._locate(planner, edit.target, edit.action) + 1
-        self._add_new(planner, new, at)
+        self._add_new(planner, new, self._anchor(planner, edit.target))
+
+    def _anchor(self, planner: Planner, target: str | None) -> int | None:
+        """Where an add goes: after its target; at the end when it names none, or one the artifact does not hold
+        (the unit is what the proposer meant to add, the anchor only its place)."""
+        index = -1 if target is None else planner.find(self._target_key(target))
+        return None if index < 0 else index + 1
