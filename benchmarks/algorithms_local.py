@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "algorithms"
 OUT = Path(__file__).parent / "out"
 METHODS = ("gepa", "ace", "opro", "reflexion", "evoskill", "skillopt", "skillneo", "meta_harness", "adas", "dgm")
-TIMED = ("ace", "evoskill", "meta_harness", "reflexion")  # the examples with a --seconds option
+TIMED = ("ace", "adas", "evoskill", "meta_harness", "reflexion", "skillneo")  # the examples with a --seconds option
 LOAD_SECONDS = 180.0  # the subprocess gets this much beyond --seconds (loading the model, held-out scoring)
 
 HELD_OUT = re.compile(r"held-out reward \(.*\): ([0-9.]+) -> ([0-9.]+)")

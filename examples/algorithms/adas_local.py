@@ -18,7 +18,7 @@ from agentgrad.algorithms.adas import adas
 
 
 def main() -> int:
-    cli = parser(__doc__ or "", task_set="arithmetic", calls=60)
+    cli = parser(__doc__ or "", task_set="arithmetic", calls=60, seconds=900.0)
     cli.add_argument("--reflections", type=int, default=0, help="self-reflection rounds (ADAS: 2; slow locally)")
     args = cli.parse_args()
     result = call_recipe(adas, args, store=run_dir(args, "adas"), eval_tasks=12, reflections=args.reflections,

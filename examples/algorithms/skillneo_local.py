@@ -5,18 +5,19 @@ optimizer, writes the new versions. A small model follows the recipe's reply for
 run counts the replies it cannot use), so expect small gains; with OPENAI_*/ANTHROPIC_* set, pass
 --model openai:<name> for a stronger one.
 
-    python examples/algorithms/skillneo_local.py [--set sentiment] [--calls 80] [--async]
+    python examples/algorithms/skillneo_local.py [--set sentiment] [--calls 80] [--seconds 900] [--async]
 """
 
 from __future__ import annotations
 
-from recipe_example import arguments, run_recipe
+from recipe_example import parser, run_recipe
 
 from agentgrad.algorithms.skillneo import skillneo
 
 
 def main() -> int:
-    return run_recipe(skillneo, arguments(__doc__ or ""), name="skillneo", artifact="Answer with the label only.",
+    args = parser(__doc__ or "", seconds=900.0).parse_args()
+    return run_recipe(skillneo, args, name="skillneo", artifact="Answer with the label only.",
                       params={"max_tokens": 256})
 
 
