@@ -90,13 +90,18 @@ def _compare(ours: list[tuple[dict[str, Any], dict[str, Any]]], acc: str, gain: 
     room = [(a, b) for a, b in ours if attainable(a, acc) >= GAIN_RATIO * b[gain] - 1e-9]  # 1.3x can show there
     headroom = statistics.fmean(a[gain] for a, _ in room) / max(1e-9, statistics.fmean(b[gain] for _, b in room)) \
         if room else None
-    share = {name: statistics.fmean(c[gain] / attainable(c, acc) for c in side if attainable(c, acc) > 0)
-             for name, side in (("ours", [a for a, _ in ours]), ("gepa", [b for _, b in ours]))}
+    share = {"ours": _share([a for a, _ in ours], acc, gain), "gepa": _share([b for _, b in ours], acc, gain)}
     return {"accuracy_at_least_gepa": not behind, "behind": behind, "gain_ratio_overall": overall,
             "gain_ratio_ok": overall >= GAIN_RATIO, "gain_ratios": ratios, "cells_below_ratio": low,
             "gain_ratio_headroom": headroom, "ceiling_cells": [f"{a['world']}/{a['workers']}" for a, b in ours
                                                                if (a, b) not in room],
             "attainable_share": share}
+
+
+def _share(cells: list[dict[str, Any]], acc: str, gain: str) -> float | None:
+    """The mean over `cells` of the gain as a share of what could be gained there (None: nothing could)."""
+    shares = [c[gain] / room for c in cells if (room := attainable(c, acc)) > 0]
+    return statistics.fmean(shares) if shares else None
 
 
 def attainable(cell: Mapping[str, Any], acc: str) -> float:
@@ -227,9 +232,8 @@ def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) 
                    f"{check.get('behind', [])}; gain ratio {_num(check.get('gain_ratio_overall'))} "
                    f"(goal {GAIN_RATIO}; cells below: {check.get('cells_below_ratio', [])}); "
                    f"{_num(check.get('gain_ratio_headroom'))} over the cells where the optimum leaves room for "
-                   f"1.3x gepa's gain (no such room in: {check.get('ceiling_cells', [])}); share of the attainable "
-                   f"gain "
-                   f"{_num(check.get('attainable_share', {}).get('ours'))} against gepa's "
+                   f"1.3x gepa's gain (no such room in: {check.get('ceiling_cells', [])}); share of the "
+                   f"attainable gain {_num(check.get('attainable_share', {}).get('ours'))} against gepa's "
                    f"{_num(check.get('attainable_share', {}).get('gepa'))}; "
                    f"wrong rules committed: {check['wrong_committed']}")
         averaged = check.get("noise_averaged")

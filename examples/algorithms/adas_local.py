@@ -7,7 +7,7 @@ The program has no model of its own (the sandbox has no network), so pick a set 
 `arithmetic` ("What is 65 - 12?") by default. A 0.5B model writes weak programs; with OPENAI_*/ANTHROPIC_* set,
 pass --model openai:<name> for a stronger meta agent.
 
-    python examples/algorithms/adas_local.py [--set arithmetic] [--calls 60] [--async]
+    python examples/algorithms/adas_local.py [--set arithmetic] [--calls 60] [--seconds 900] [--async]
 """
 
 from __future__ import annotations
