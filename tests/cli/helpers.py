@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from agentgrad.cli.app import app
 from agentgrad.core.decision import Outcome
+from agentgrad.runtime.accounts import NEVER_STARTED
 from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
 
@@ -117,5 +118,7 @@ def check_consistent(run_dir: Path) -> list[str]:
 
 
 def dispatched(run_dir: Path, kind: str) -> int:
-    """Calls of budget kind `kind` the log says were dispatched."""
-    return sum(1 for _, p in events(run_dir, ["dispatch"]) if p["kind"] == kind)
+    """Calls of budget kind `kind` the log says were dispatched and started (a call cancelled while it waited for
+    a slot, as a cancel leaves the queued ones, is given its reservation back: it never ran)."""
+    unrun = {p["call"] for _, p in events(run_dir, ["done"]) if p.get("error") == NEVER_STARTED}
+    return sum(1 for _, p in events(run_dir, ["dispatch"]) if p["kind"] == kind and p["call"] not in unrun)
