@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "algorithms"
 OUT = Path(__file__).parent / "out"
 METHODS = ("gepa", "ace", "opro", "reflexion", "evoskill", "skillopt", "skillneo", "meta_harness", "adas", "dgm")
-TIMED = ("ace", "adas", "evoskill", "meta_harness", "reflexion", "skillneo")  # the examples with a --seconds option
 LOAD_SECONDS = 180.0  # the subprocess gets this much beyond --seconds (loading the model, held-out scoring)
 
 HELD_OUT = re.compile(r"held-out reward \(.*\): ([0-9.]+) -> ([0-9.]+)")
@@ -42,9 +41,8 @@ USAGE = re.compile(r"usage: (\d+) rollouts, (\d+) proposals, (\d+) gate evals .*
 
 def command(method: str, runtime: str, calls: int, seconds: float, run_dir: Path) -> list[str]:
     """The example's command line for one run."""
-    line = [sys.executable, str(EXAMPLES / f"{method}_local.py"), "--calls", str(calls), "--run-dir", str(run_dir)]
-    if method in TIMED:
-        line += ["--seconds", str(seconds)]
+    line = [sys.executable, str(EXAMPLES / f"{method}_local.py"), "--calls", str(calls), "--seconds", str(seconds),
+            "--run-dir", str(run_dir)]
     return line + (["--async"] if runtime == "async" else [])
 
 

@@ -24,8 +24,8 @@ def main() -> int:
     _, provider = local_solver(args)
     store = run_dir(args, "ace")
     result = call_recipe(ace, args, store=store, model=None, run=generator(provider, SOLVE), reflector=provider,
-                         mode="online" if args.online else "offline", epochs=2,
-                         params={"temperature": 0.3, "max_tokens": 400})
+                         mode="online" if args.online else "offline", epochs=2, json_mode=True,
+                         params={"temperature": 0.3, "max_tokens": 512})
     code = report(result, "playbook")
     state = store / "ace_state.json"
     if state.exists():

@@ -18,15 +18,16 @@ SOLVE = {"temperature": 0.0, "max_tokens": 24}
 
 def parser(doc: str, *, task_set: str = "sentiment", calls: int = 80,
            seconds: float | None = None) -> argparse.ArgumentParser:
-    """--set, --model, --calls, --async and --run-dir; --seconds when the example has a wall-time default."""
+    """--set, --model, --calls, --seconds (the example's wall-time default; None: no limit), --async and
+    --run-dir."""
     cli = argparse.ArgumentParser(description=doc.splitlines()[0])
     cli.add_argument("--set", default=task_set, help="a shipped task set")
     cli.add_argument("--model", default="local", help="local, openai:<model> or anthropic:<model>")
     cli.add_argument("--calls", type=int, default=calls, help="the call budget (rollouts and gate together)")
     cli.add_argument("--async", dest="asynchronous", action="store_true", help="the asynchronous runtime")
     cli.add_argument("--run-dir", type=Path, default=None, help="where the run is kept (default: a new temp dir)")
-    if seconds is not None:
-        cli.add_argument("--seconds", type=float, default=seconds, help="the wall-time budget")
+    cli.add_argument("--seconds", type=float, default=seconds, help="the wall-time budget (default: "
+                     + ("none" if seconds is None else f"{seconds:g}") + ")")
     return cli
 
 
@@ -42,8 +43,8 @@ def run_dir(args: argparse.Namespace, name: str) -> Path:
 
 
 def budget(args: argparse.Namespace) -> Budget:
-    """The calls, and the wall time when the example has one."""
-    seconds: float | None = getattr(args, "seconds", None)
+    """The calls, and the wall time when one is set."""
+    seconds: float | None = args.seconds
     return Budget(calls=args.calls) if seconds is None else Budget(calls=args.calls, wall_time=seconds)
 
 

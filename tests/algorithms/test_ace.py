@@ -93,6 +93,36 @@ def test_ace_keeps_the_playbook_within_its_token_budget() -> None:
     assert "strat-00002" not in delta  # the helpful bullet stays; the unproven one makes room
 
 
+def test_ace_in_json_mode_asks_each_role_for_a_schema_naming_every_field_its_parser_reads() -> None:
+    formats: list[Any] = []
+
+    def recording(messages: Sequence[Message], **params: Any) -> str:
+        formats.append(params.get("response_format"))
+        reply = scripted(messages)
+        schema = params["response_format"]["json_schema"]["schema"]
+        assert sorted(json.loads(reply)) == sorted(schema["required"])  # the scripted replies fit the schema
+        return reply
+
+    agent = AceAgent(routing_standin.solve, CallableProvider(recording), json_mode=True, params={"temperature": 0})
+    _propose(agent, "", _task("billing"))
+    reflection, curation = (f["json_schema"]["schema"] for f in formats)
+    assert "bullet_tags" in reflection["required"] and "key_insight" in reflection["required"]
+    assert curation["required"] == ["reasoning", "operations"]
+    assert curation["properties"]["operations"]["items"]["required"] == ["type", "section", "content"]
+
+
+def test_ace_without_json_mode_sends_no_response_format_as_the_released_default() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def recording(messages: Sequence[Message], **params: Any) -> str:
+        seen.append(params)
+        return scripted(messages)
+
+    _propose(AceAgent(routing_standin.solve, CallableProvider(recording), params={"max_tokens": 9}), "",
+             _task("billing"))
+    assert seen == [{"max_tokens": 9}, {"max_tokens": 9}]
+
+
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_an_ace_run_finishes_and_improves_the_held_out_reward(tmp_path: Path, asynchronous: bool) -> None:
     result = ace(routing_standin.tasks(), routing_standin.score, run=routing_standin.solve,

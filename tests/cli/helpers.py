@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,10 @@ from typer.testing import CliRunner, Result
 
 from agentgrad.cli.app import app
 from agentgrad.core.decision import Outcome
-from agentgrad.runtime.accounts import NEVER_STARTED
 from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
+from tests.runtime.helpers import dispatched as started_calls
+from tests.runtime.helpers import events as events
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACT = "skills/solver"
@@ -77,15 +78,6 @@ def wait_until(check: Callable[[], bool], *, timeout: float = 20.0, what: str = 
         time.sleep(0.05)
 
 
-def events(run_dir: Path, kinds: Sequence[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """The run's events as (kind, payload), in order."""
-    log = EventLog(run_dir)
-    try:
-        return [(e.kind, dict(e.payload)) for e in log.read(kinds)]
-    finally:
-        log.close()
-
-
 def count_events(run_dir: Path, kind: str) -> int:
     """How many events of `kind` the run has logged (0 while its database does not exist yet)."""
     if not (run_dir / "agentgrad.db").is_file():
@@ -118,7 +110,5 @@ def check_consistent(run_dir: Path) -> list[str]:
 
 
 def dispatched(run_dir: Path, kind: str) -> int:
-    """Calls of budget kind `kind` the log says were dispatched and started (a call cancelled while it waited for
-    a slot, as a cancel leaves the queued ones, is given its reservation back: it never ran)."""
-    unrun = {p["call"] for _, p in events(run_dir, ["done"]) if p.get("error") == NEVER_STARTED}
-    return sum(1 for _, p in events(run_dir, ["dispatch"]) if p["kind"] == kind and p["call"] not in unrun)
+    """Calls of budget kind `kind` the log says were dispatched and started (`tests.runtime.helpers.dispatched`)."""
+    return started_calls(run_dir)[kind]

@@ -159,3 +159,19 @@ def test_a_rejection_resting_on_one_example_is_not_made_tabu() -> None:
     diff = Diff("skills/s", 0, (Op.add("rule", "- screened"),))
     decision = Decision(diff.id, "skills/s", Outcome.REJECTED, "gate", "screened out", {"n": 1.0}, fingerprint(diff))
     assert not is_tabu(stage.observe([decision], stage.init(), Context({})), diff)
+
+
+def test_a_harmful_verdict_on_a_change_that_won_more_than_it_lost_is_not_made_tabu_one_that_lost_more_is() -> None:
+    stage = tabu()
+    trade = Diff("skills/s", 0, (Op.add("rule", "- geometry exception: use method 6"),))
+    loser = Diff("skills/s", 0, (Op.add("rule", "- breaks things"),))
+    numbers = {"p": 0.0, "n": 9.0, "harmful": 1.0}
+    decisions = [
+        Decision(trade.id, "skills/s", Outcome.REJECTED, "accept", "harmful on look 2",
+                 {**numbers, "wins": 6.0, "losses": 2.0}, fingerprint(trade)),
+        Decision(loser.id, "skills/s", Outcome.REJECTED, "accept", "harmful",
+                 {**numbers, "wins": 2.0, "losses": 2.0}, fingerprint(loser)),
+    ]
+    state = stage.observe(decisions, stage.init(), Context({}))
+    assert not is_tabu(state, trade)  # it may come back on a later head
+    assert is_tabu(state, loser)

@@ -113,6 +113,34 @@ def parse_additions(reply: str) -> list[tuple[str, str]]:
     return additions
 
 
+def _schema(name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``response_format`` asking for a JSON object with every one of `properties` (OpenAI's and llama.cpp's
+    ``json_schema`` form; not strict, as OpenAI's strict mode refuses length bounds)."""
+    schema = {"type": "object", "properties": dict(properties), "required": list(properties),
+              "additionalProperties": False}
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": False, "schema": schema}}
+
+
+def _text(most: int) -> dict[str, Any]:
+    """A string of at most `most` characters: the bounds keep a whole reply within a small token limit."""
+    return {"type": "string", "maxLength": most}
+
+
+REFLECTOR_FORMAT = _schema("ace_reflection", {
+    "reasoning": _text(300),
+    **{name: _text(150) for name in ("error_identification", "root_cause_analysis", "correct_approach",
+                                     "key_insight")},
+    "bullet_tags": {"type": "array", "maxItems": 8, "items": {
+        "type": "object", "properties": {"id": _text(40), "tag": {"type": "string", "enum": list(TAGS)}},
+        "required": ["id", "tag"], "additionalProperties": False}}})
+CURATOR_FORMAT = _schema("ace_curation", {
+    "reasoning": _text(300),
+    "operations": {"type": "array", "maxItems": 3, "items": {
+        "type": "object", "properties": {"type": {"type": "string", "enum": ["ADD"]}, "section": _text(40),
+                                         "content": _text(200)},
+        "required": ["type", "section", "content"], "additionalProperties": False}}})
+
+
 def _sum(a: Usage, b: Usage) -> Usage:
     return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens, a.cost + b.cost)
 
@@ -128,6 +156,11 @@ class AceAgent(RecipeAgent):
         prune_at: a bullet tagged harmful this many times, and more often than helpful, is deleted.
         samples: the number of steps the run is expected to take (shown to the curator as progress).
         member: in a run over a library, the id of the playbook artifact.
+        json_mode: ask the reflector and the curator for their JSON through the model's structured output (a
+            ``json_schema`` ``response_format`` naming every field, each string bounded in length), as the
+            released code's ``--json_mode`` asks for a JSON object; a small model then can neither stop before the
+            curator's operations nor run past a small token limit. Needs a model that takes ``response_format``
+            (OpenAI-compatible servers, llama.cpp, the local model).
     State: the counters, the next bullet number, the step count and the deltas awaiting a verdict (`state_dict`).
     """
 
@@ -136,8 +169,9 @@ class AceAgent(RecipeAgent):
     def __init__(self, solver: Solver, reflector: Provider | None = None, *, seed: int = 0,
                  params: Mapping[str, Any] | None = None, ground_truth: bool = True, dedup: float = 0.9,
                  token_budget: int = 80_000, prune_at: int = 2, samples: int | None = None,
-                 member: str = "playbook") -> None:
+                 member: str = "playbook", json_mode: bool = False) -> None:
         super().__init__(solver, reflector, seed=seed, params=params)
+        self.formats = (REFLECTOR_FORMAT, CURATOR_FORMAT) if json_mode else (None, None)
         if not 0.0 < dedup <= 1.0 or token_budget < 1 or prune_at < 1:
             raise ConfigError(f"ace: needs 0 < dedup <= 1, token_budget >= 1 and prune_at >= 1; got {dedup}, "
                               f"{token_budget}, {prune_at}")
@@ -154,16 +188,20 @@ class AceAgent(RecipeAgent):
         playbook = self._playbook(rendered)
         items = bullets(playbook)
         self.steps += 1
-        first = await self.ask(self._reflect_prompt(task, output, reward, items))
+        first = await self.ask(self._reflect_prompt(task, output, reward, items), extra=self._format(0))
         reflection = parse_reflection(str(first.text))
         known = {b.id for b in items}
         for bullet_id, tag in reflection.tags:
             if bullet_id in known:
                 self.counters.tag(bullet_id, tag)
-        second = await self.ask(self._curate_prompt(task, reflection, items))
+        second = await self.ask(self._curate_prompt(task, reflection, items), extra=self._format(1))
         delta = self._delta(items, parse_additions(str(second.text)))
         self.pending[f"task:{task.id}"] = {k: v for k, v in delta.items() if v is not None}
         return Reply(delta if isinstance(rendered, str) else {self.member: delta}, _sum(first.usage, second.usage))
+
+    def _format(self, role: int) -> dict[str, Any] | None:
+        shape = self.formats[role]
+        return None if shape is None else {"response_format": shape}
 
     def _playbook(self, rendered: Any) -> str:
         if isinstance(rendered, Mapping):
@@ -262,7 +300,7 @@ def generator(provider: Provider, params: Mapping[str, Any] | None = None) -> So
 def recipe(*, run: Solver | None = None, model: str | Provider | None = None,
            reflector: str | Provider | None = None, seed: int = 0, mode: str = "offline", epochs: int = 5,
            samples: int | None = None, calls: int = 300, ground_truth: bool = True, dedup: float = 0.9,
-           token_budget: int = 80_000, prune_at: int = 2, member: str = "playbook",
+           token_budget: int = 80_000, prune_at: int = 2, member: str = "playbook", json_mode: bool = False,
            params: Mapping[str, Any] | None = None) -> Recipe:
     """ACE on the engine: `AceAgent`, `KeyedRules` deltas, a trust region that keeps each delta small, and a
     budget of `epochs` passes over `samples` training tasks (offline) or one pass, one task at a time (online)."""
@@ -274,7 +312,7 @@ def recipe(*, run: Solver | None = None, model: str | Provider | None = None,
     solver, writer = resolve(run if run is not None or provider is None else generator(provider), provider, reflector)
     passes = epochs if mode == "offline" else 1
     agent = AceAgent(solver, writer, seed=seed, params=params, ground_truth=ground_truth, dedup=dedup,
-                     token_budget=token_budget, prune_at=prune_at, member=member,
+                     token_budget=token_budget, prune_at=prune_at, member=member, json_mode=json_mode,
                      samples=None if samples is None else passes * samples)
     workers = Workers(rollout=1, propose=1, gate=2) if mode == "online" else Workers()
     config = RunConfig(workers=workers, trust_region=TrustRegion(max_ops=8, max_chars=2000), asynchronous=False,

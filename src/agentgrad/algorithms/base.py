@@ -109,13 +109,14 @@ class RecipeAgent:
             return value
         return traced
 
-    async def ask(self, prompt: str, *, system: str | None = None) -> Reply:
-        """One reflector call: its reply text and usage; `ConfigError` if the recipe has no reflector."""
+    async def ask(self, prompt: str, *, system: str | None = None, extra: Mapping[str, Any] | None = None) -> Reply:
+        """One reflector call: its reply text and usage; `ConfigError` if the recipe has no reflector. `extra`:
+        parameters of this call only (over `params`), such as a ``response_format``."""
         if self.reflector is None:
             raise ConfigError(f"{self.name}: this recipe needs a reflector model (reflector= or model=)")
         messages = ([Message("system", system)] if system else []) + [Message("user", prompt)]
         self.asked += 1
-        completion = await self.reflector.complete(messages, **self.params)
+        completion = await self.reflector.complete(messages, **{**self.params, **(extra or {})})
         return Reply(completion.text, completion.usage)
 
     async def propose(self, rendered: Any, task: Task, output: Any, reward: float) -> Any:

@@ -137,6 +137,7 @@ def _judge(candidate: Candidate, post: Judgement, head: Head, min_examples: int,
     if not post.passes:
         look = f" on look {candidate.looks}" if candidate.looks > 1 else ""
         what = "harmful" if post.harmful else "not significant"
+        numbers["harmful"] = float(post.harmful)
         return verdict(candidate, Outcome.REJECTED, STAGE, f"{what}{look}: {post.describe()}", numbers)
     return held_before_commit(candidate, head, "passes", post.describe(), numbers)
 

@@ -64,16 +64,22 @@ class TabuState:
 def _against(decision: Decision) -> bool:
     """True for verdicts whose evidence speaks against the change (not merely too thin to accept it).
 
-    A rejection for lack of significance where the evidence still leaned in favour (P(gain) >= 0.5), or one resting
-    on a single example, is not made tabu: a noisy loss on thin evidence must not ban a right edit for good.
-    Everything DROPPED or REVERTED is.
+    A rejection for lack of significance where the evidence still leaned in favour (P(gain) >= 0.5), one for harm
+    by a change that still won more tasks than it lost (a trade judged on the head of its day: losses on tasks the
+    head solved by the luck of its own noise draw look like harm), or one resting on a single example, is not made
+    tabu: a noisy loss on thin evidence must not ban a right edit for good. Everything DROPPED or REVERTED is.
     """
     if decision.outcome not in TURNED_DOWN:
         return False
-    if decision.numbers.get("n", 2.0) < 2:
+    numbers = decision.numbers
+    if numbers.get("n", 2.0) < 2:
         return False  # one example (a gate's screen) is too thin to ban a change for good
-    p = decision.numbers.get("p")
-    return decision.outcome is not Outcome.REJECTED or p is None or p < 0.5
+    if decision.outcome is not Outcome.REJECTED:
+        return True
+    p = numbers.get("p")
+    leaning = p is not None and p >= 0.5
+    trade = numbers.get("harmful", 0.0) > 0 and numbers.get("wins", 0.0) > numbers.get("losses", 0.0)
+    return not leaning and not trade
 
 
 def is_tabu(state: TabuState, diff: Diff) -> bool:
