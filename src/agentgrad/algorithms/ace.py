@@ -171,7 +171,7 @@ class AceAgent(RecipeAgent):
                  token_budget: int = 80_000, prune_at: int = 2, samples: int | None = None,
                  member: str = "playbook", json_mode: bool = False) -> None:
         super().__init__(solver, reflector, seed=seed, params=params)
-        self.formats = (REFLECTOR_FORMAT, CURATOR_FORMAT) if json_mode else (None, None)
+        self.json_mode = json_mode
         if not 0.0 < dedup <= 1.0 or token_budget < 1 or prune_at < 1:
             raise ConfigError(f"ace: needs 0 < dedup <= 1, token_budget >= 1 and prune_at >= 1; got {dedup}, "
                               f"{token_budget}, {prune_at}")
@@ -188,20 +188,19 @@ class AceAgent(RecipeAgent):
         playbook = self._playbook(rendered)
         items = bullets(playbook)
         self.steps += 1
-        first = await self.ask(self._reflect_prompt(task, output, reward, items), extra=self._format(0))
+        first = await self.ask(self._reflect_prompt(task, output, reward, items), extra=self._format(REFLECTOR_FORMAT))
         reflection = parse_reflection(str(first.text))
         known = {b.id for b in items}
         for bullet_id, tag in reflection.tags:
             if bullet_id in known:
                 self.counters.tag(bullet_id, tag)
-        second = await self.ask(self._curate_prompt(task, reflection, items), extra=self._format(1))
+        second = await self.ask(self._curate_prompt(task, reflection, items), extra=self._format(CURATOR_FORMAT))
         delta = self._delta(items, parse_additions(str(second.text)))
         self.pending[f"task:{task.id}"] = {k: v for k, v in delta.items() if v is not None}
         return Reply(delta if isinstance(rendered, str) else {self.member: delta}, _sum(first.usage, second.usage))
 
-    def _format(self, role: int) -> dict[str, Any] | None:
-        shape = self.formats[role]
-        return None if shape is None else {"response_format": shape}
+    def _format(self, shape: dict[str, Any]) -> dict[str, Any] | None:
+        return {"response_format": shape} if self.json_mode else None
 
     def _playbook(self, rendered: Any) -> str:
         if isinstance(rendered, Mapping):
