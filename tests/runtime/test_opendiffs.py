@@ -47,3 +47,17 @@ def test_a_diff_is_born_on_the_version_it_was_first_held_on_and_a_resumed_run_do
     assert copy.born(diff.id) is None
     open_.drop(diff.id)
     assert open_.born(diff.id) is None
+
+
+def test_a_shelved_diff_stays_open_but_no_longer_counts_as_worked_on_until_held_again() -> None:
+    open_ = OpenDiffs()
+    first, second = _diff("- a: use method 1", "w1"), _diff("- b: use method 2", "w1")
+    open_.hold([first, second])
+    open_.shelve(first.id)
+    open_.shelve("not-open")
+    assert len(open_) == 2 and open_.active == 1 and first.id in open_
+    open_.hold([first])
+    assert open_.active == 2
+    open_.shelve(first.id)
+    open_.drop(first.id)
+    assert len(open_) == 1 and open_.active == 1

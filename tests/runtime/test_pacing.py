@@ -82,3 +82,16 @@ def test_the_asynchronous_runtime_keeps_one_proposal_between_rollout_and_verdict
         assert engine.pacing.explore_allowed()  # a synchronous round rolls out beside it (the gate's backlog bounds it)
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_proposal_left_unevaluated_for_want_of_budget_does_not_hold_the_rollouts_back(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        engine.policy = ASYNC
+        _open(engine, engine.train[0], "p1")
+        assert not engine.pacing.explore_allowed()  # waiting for the gate: the pipeline's one proposal
+        engine.open.shelve("p1")  # its evaluation ran out of budget: no gate worker will take it up again
+        assert engine.pacing.explore_allowed() and "p1" in engine.open
+        engine.hold_open([next(d for d in engine.open if d.id == "p1")])  # held again: it counts once more
+        assert not engine.pacing.explore_allowed()
+
+    helpers.on_engine(tmp_path / "run", body)

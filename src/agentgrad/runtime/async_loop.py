@@ -135,6 +135,8 @@ async def _proposer(engine: Engine, inbox: ObjectReceiveStream[Rollout], out: Wo
 
 async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate | None,
                     outcome: Outcome | None) -> Candidate | None:
+    work = held if held is not None else proposed
+    assert work is not None
     try:
         if held is not None and outcome is not None:
             return await recheck(engine, held, outcome)
@@ -142,6 +144,7 @@ async def _gate_one(engine: Engine, proposed: Proposed | None, held: Candidate |
         return await admit_and_evaluate(engine, proposed)
     except OutOfBudget:
         engine.journal.counts["unfinished_evaluations"] += 1
+        engine.open.shelve(work.diff.id)  # it stays open (the run's end records it); no worker holds it now
         return None
 
 

@@ -10,8 +10,9 @@ from agentgrad.core.diff import Diff, fingerprint
 
 
 class OpenDiffs:
-    """State: the open diffs by id, the id of the first open diff making each change (by `fingerprint`), and the
-    version each was first held on (`born`: for a proposal, the snapshot it was written on).
+    """State: the open diffs by id, the id of the first open diff making each change (by `fingerprint`), the
+    version each was first held on (`born`: for a proposal, the snapshot it was written on), and those `shelved`:
+    open, but left unevaluated because the budget ran out (no worker holds them; the run's end records them).
 
     `state_dict()` lists the open diffs; a resumed run rebuilds them from its log (`runtime.resume`), so the
     checkpoint does not carry them."""
@@ -20,6 +21,7 @@ class OpenDiffs:
         self._diffs: dict[str, Diff] = {}
         self._prints: dict[str, str] = {}
         self._born: dict[str, int] = {}  # -1: not known (held again by a resumed run)
+        self._shelved: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._diffs)
@@ -37,6 +39,17 @@ class OpenDiffs:
             self._diffs[diff.id] = diff
             self._prints.setdefault(fingerprint(diff), diff.id)
             self._born.setdefault(diff.id, diff.base_version if first else -1)
+            self._shelved.discard(diff.id)
+
+    def shelve(self, diff_id: str) -> None:
+        """An open diff's evaluation stopped for want of budget: it stays open, and no worker holds it any more."""
+        if diff_id in self._diffs:
+            self._shelved.add(diff_id)
+
+    @property
+    def active(self) -> int:
+        """How many open diffs a worker holds or will take up (all but the shelved ones)."""
+        return len(self._diffs) - len(self._shelved)
 
     def born(self, diff_id: str) -> int | None:
         """The version an open diff was first held on (a proposal: the snapshot it was written on), or None if
@@ -48,6 +61,7 @@ class OpenDiffs:
         """A diff got its final verdict; the diff, if it was open."""
         diff = self._diffs.pop(diff_id, None)
         self._born.pop(diff_id, None)
+        self._shelved.discard(diff_id)
         if diff is not None and self._prints.get(fingerprint(diff)) == diff_id:
             del self._prints[fingerprint(diff)]
         return diff
@@ -66,5 +80,5 @@ class OpenDiffs:
         if not isinstance(data, dict) or not isinstance(data.get("open"), list):
             raise StateDictError(f"bad open diffs state: {data!r:.80}")
         diffs = [Diff.from_dict(d) for d in data["open"]]
-        self._diffs, self._prints, self._born = {}, {}, {}
+        self._diffs, self._prints, self._born, self._shelved = {}, {}, {}, set()
         self.hold(diffs, first=False)

@@ -159,7 +159,7 @@ class Pacing:
             return True
         if self.sections is not None and worker is not None and self._all_taken(self.sections.tasks_of(worker)):
             return False
-        queued = len(self.open) - len(self.parking)  # parked candidates wait for a context, not for the gate
+        queued = self.open.active - len(self.parking)  # parked ones wait for a context, shelved ones for nothing
         if queued + self.exploring + extra >= self._pipeline():
             return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
         in_flight = queued + self.exploring + extra + len(self.awaiting)

@@ -107,7 +107,8 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
         return None if repaired is None else await engine.evaluate(repaired)
     if outcome is Outcome.DEFERRED:
         if not engine.accounts.affordable("gate_evals", 1):
-            return None  # nothing can decide it (nor the change it waits for): it stays open; the run's end says so
+            engine.open.shelve(diff.id)  # nothing can decide it (nor the change it waits for): it stays open, and
+            return None  # the run's end says so
         if engine.policy.wait_deferred:
             await engine.pacing.until_settled()  # the change it waits for is being checked: no use coming back now
     base = Snapshot(diff.base_version, engine.store.version(diff.artifact_id, diff.base_version).text)
