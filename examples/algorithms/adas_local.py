@@ -22,7 +22,7 @@ def main() -> int:
     cli.add_argument("--reflections", type=int, default=0, help="self-reflection rounds (ADAS: 2; slow locally)")
     args = cli.parse_args()
     result = call_recipe(adas, args, store=run_dir(args, "adas"), eval_tasks=12, reflections=args.reflections,
-                         debug_max=1, params={"temperature": 0.7, "max_tokens": 600})
+                         debug_max=1, json_mode=True, params={"temperature": 0.7, "max_tokens": 900})
     return report(result, "learned program")
 
 

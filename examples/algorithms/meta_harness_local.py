@@ -21,7 +21,7 @@ def main() -> int:
     cli.add_argument("--timeout", type=float, default=600.0, help="seconds one proposal may take (CPU model)")
     args = cli.parse_args()
     solver, provider = local_solver(args)
-    method = recipe(solver, reflector=provider, params={"temperature": 0.3, "max_tokens": 400})
+    method = recipe(solver, reflector=provider, json_mode=True, params={"temperature": 0.3, "max_tokens": 500})
     result = evolve_method(method, args, store=run_dir(args, "meta-harness"), timeout=args.timeout,
                            artifact=harness(args.harness))
     code = report(result, "harness")

@@ -75,13 +75,14 @@ def run_recipe(entry: Callable[..., Any], args: argparse.Namespace, *, name: str
     return report(result)
 
 
-def local_solver(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The command line's model, loaded once: the solver (greedy, a short answer) and the provider itself."""
+def local_solver(args: argparse.Namespace, **params: Any) -> tuple[Any, Any]:
+    """The command line's model, loaded once: the solver (greedy, a short answer, unless `params` say otherwise)
+    and the provider itself."""
     from agentgrad.agents.llm import LLMAgent
     from agentgrad.agents.skill import resolve_model
 
     provider = resolve_model(args.model)
-    return LLMAgent(provider, params=SOLVE).run, provider
+    return LLMAgent(provider, params={**SOLVE, **params}).run, provider
 
 
 def evolve_method(method: Any, args: argparse.Namespace, *, store: Path, timeout: float, **options: Any) -> Any:

@@ -118,6 +118,30 @@ def test_a_reply_whose_one_function_has_another_name_still_defines_run() -> None
         parse_agent("I cannot help with that.")
 
 
+def test_adas_in_json_mode_asks_each_turn_for_the_fields_of_its_prompt_and_without_it_for_none() -> None:
+    formats: list[Any] = []
+    meta = MetaAgent(broken=2)  # the draft and its reflection crash: one round of debugging
+
+    def recording(messages: Sequence[Message], **params: Any) -> str:
+        formats.append(params.get("response_format"))
+        return meta(messages, **params)
+
+    agent = ADASAgent(SandboxSolver(Sandbox(FAST)), CallableProvider(recording), reflections=1, json_mode=True)
+    _failed(agent, START, 1)
+    _propose(agent, START)
+    names = [f["json_schema"]["name"] for f in formats]
+    assert names == ["adas_agent", "adas_reflection", "adas_debug"]  # draft, reflection, debugging the crash
+    fields = [f["json_schema"]["schema"]["required"] for f in formats]
+    assert all({"thought", "name", "code"} <= set(f) for f in fields)
+    assert "reflection" in fields[1] and "debug_thought" in fields[2]
+    assert all(f["json_schema"]["schema"]["properties"]["code"]["maxLength"] > 0 for f in formats)
+    formats.clear()
+    plain = ADASAgent(SandboxSolver(Sandbox(FAST)), CallableProvider(recording), reflections=1)
+    _failed(plain, START, 1)
+    _propose(plain, START)
+    assert formats == [None, None]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_an_adas_run_finishes_and_improves_the_held_out_reward(tmp_path: Path, asynchronous: bool) -> None:

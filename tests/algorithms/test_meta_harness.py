@@ -172,3 +172,27 @@ def test_a_reply_without_a_fence_is_the_harness_after_its_fields_and_one_without
     assert (written.base, written.code) == ("h0", "- billing tickets go to KTR-4")
     with pytest.raises(InvalidProposalError, match="no harness"):
         parse_reply("HYPOTHESIS: something\nBASE: h0")
+
+
+def test_in_json_mode_the_proposer_asks_for_one_object_and_reads_its_fields_and_without_it_asks_for_none() -> None:
+    agent, head, older, tasks = _world()
+    seen: list[tuple[str, Any]] = []
+
+    def json_model(messages: Sequence[Message], **params: Any) -> str:
+        seen.append((messages[-1].content, params.get("response_format")))
+        fenced = parse_reply(model(messages, **params))
+        return json.dumps({"hypothesis": fenced.hypothesis, "base": fenced.base, "harness": fenced.code})
+
+    agent.reflector, agent.json_mode = CallableProvider(json_model), True
+    reply = anyio.run(agent.propose, head, tasks["billing"], "unknown", 0.0)
+    prompt, shape = seen[0]
+    assert shape["json_schema"]["schema"]["required"] == ["hypothesis", "base", "harness"]
+    assert '"harness": "<the whole new harness' in prompt and "```harness\n<the whole" not in prompt
+    assert str(reply.text).startswith(older)
+    ((written, _),) = agent.pending[tasks["billing"].id]
+    assert written.base == "h1" and written.hypothesis.startswith("naming the codes")
+    agent.json_mode = False
+    anyio.run(agent.propose, head, tasks["returns"], "unknown", 0.0)
+    assert seen[1][1] is None and "## Reply in exactly this shape" in seen[1][0]
+    with pytest.raises(InvalidProposalError, match="object holds no harness"):
+        parse_reply(json.dumps({"hypothesis": "h", "base": "h0", "harness": " "}))

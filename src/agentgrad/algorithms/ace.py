@@ -52,6 +52,7 @@ from agentgrad.algorithms.base import (
     resolve,
     text_of,
 )
+from agentgrad.algorithms.formats import json_format, text_field
 from agentgrad.core.artifact import Artifact
 from agentgrad.core.library import Library
 from agentgrad.core.units import Scope, unit_key
@@ -113,31 +114,18 @@ def parse_additions(reply: str) -> list[tuple[str, str]]:
     return additions
 
 
-def _schema(name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``response_format`` asking for a JSON object with every one of `properties` (OpenAI's and llama.cpp's
-    ``json_schema`` form; not strict, as OpenAI's strict mode refuses length bounds)."""
-    schema = {"type": "object", "properties": dict(properties), "required": list(properties),
-              "additionalProperties": False}
-    return {"type": "json_schema", "json_schema": {"name": name, "strict": False, "schema": schema}}
-
-
-def _text(most: int) -> dict[str, Any]:
-    """A string of at most `most` characters: the bounds keep a whole reply within a small token limit."""
-    return {"type": "string", "maxLength": most}
-
-
-REFLECTOR_FORMAT = _schema("ace_reflection", {
-    "reasoning": _text(300),
-    **{name: _text(150) for name in ("error_identification", "root_cause_analysis", "correct_approach",
+REFLECTOR_FORMAT = json_format("ace_reflection", {
+    "reasoning": text_field(300),
+    **{name: text_field(150) for name in ("error_identification", "root_cause_analysis", "correct_approach",
                                      "key_insight")},
     "bullet_tags": {"type": "array", "maxItems": 8, "items": {
-        "type": "object", "properties": {"id": _text(40), "tag": {"type": "string", "enum": list(TAGS)}},
+        "type": "object", "properties": {"id": text_field(40), "tag": {"type": "string", "enum": list(TAGS)}},
         "required": ["id", "tag"], "additionalProperties": False}}})
-CURATOR_FORMAT = _schema("ace_curation", {
-    "reasoning": _text(300),
+CURATOR_FORMAT = json_format("ace_curation", {
+    "reasoning": text_field(300),
     "operations": {"type": "array", "maxItems": 3, "items": {
-        "type": "object", "properties": {"type": {"type": "string", "enum": ["ADD"]}, "section": _text(40),
-                                         "content": _text(200)},
+        "type": "object", "properties": {"type": {"type": "string", "enum": ["ADD"]}, "section": text_field(40),
+                                         "content": text_field(200)},
         "required": ["type", "section", "content"], "additionalProperties": False}}})
 
 

@@ -28,6 +28,7 @@ from agentgrad.algorithms.adas_code import (
     task_input,
 )
 from agentgrad.algorithms.base import Callback, Recipe, Reply, Reward, Solver, fenced, resolve
+from agentgrad.algorithms.formats import json_format, text_field
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.library import Library
 from agentgrad.data.splits import Splits
@@ -58,6 +59,13 @@ def with_entry(code: str, entry: str = "run") -> str:
     return code if len(functions) != 1 else f"{code.rstrip()}\n\n{entry} = {functions[0]}\n"
 
 
+_AGENT = {"thought": text_field(400), "name": text_field(60), "code": text_field(2400)}
+#: The meta agent's reply in each turn (ADAS's response formats): a draft, a reflection, a debugging round.
+DRAFT_FORMAT = json_format("adas_agent", _AGENT)
+REFLECT_FORMAT = json_format("adas_reflection", {"reflection": text_field(400), **_AGENT})
+DEBUG_FORMAT = json_format("adas_debug", {"debug_thought": text_field(400), **_AGENT})
+
+
 def parse_agent(reply: str) -> dict[str, str]:
     """The agent in a meta-agent reply: its JSON object ("thought", "name", "code"), or a fenced module."""
     text = reply.strip()
@@ -85,6 +93,11 @@ class ADASAgent(CodeAgent):
         examples: failed examples of the head shown to the meta agent.
         shown: the most archive entries in a prompt (the best half and the latest half when there are more).
         task: what the agents do, for the meta agent.
+        json_mode: ask for each reply through the model's structured output (a ``json_schema`` of the turn's
+            fields, strings bounded in length: `DRAFT_FORMAT`, `REFLECT_FORMAT`, `DEBUG_FORMAT`), as the released
+            code asks for a JSON object (``response_format={"type": "json_object"}``) on every meta-agent call; a
+            small model then writes an object the parser reads within a small token limit. Off by default: not
+            every provider takes ``response_format`` (Anthropic's does not).
     State: the archive (name, thought, code, fitness, generation, outcome of each agent), the generation count and
     the `CodeAgent` state.
     """
@@ -93,12 +106,12 @@ class ADASAgent(CodeAgent):
 
     def __init__(self, solver: Solver, reflector: Provider | None = None, *, seed: int = 0,
                  params: Mapping[str, Any] | None = None, reflections: int = 2, debug_max: int = 3,
-                 examples: int = 3, shown: int = 20, task: str = TASK) -> None:
+                 examples: int = 3, shown: int = 20, task: str = TASK, json_mode: bool = False) -> None:
         super().__init__(solver, reflector, seed=seed, params=params)
         if min(reflections, debug_max) < 0 or min(examples, shown) < 1:
             raise ConfigError("adas: reflections and debug_max must be >= 0, examples and shown >= 1")
         self.reflections, self.debug_max, self.examples, self.shown_max = reflections, debug_max, examples, shown
-        self.task = task
+        self.task, self.json_mode = task, json_mode
         self.archive: list[dict[str, Any]] = []
         self.generation = 0
 
@@ -111,16 +124,19 @@ class ADASAgent(CodeAgent):
         messages = [Message("system", load_prompt("adas_system").template),
                     Message("user", load_prompt("adas_meta").substitute(
                         task=self.task, archive=self.archive_text(), failures=self.failures_text(head, task)))]
-        reply = await self.converse(messages)
+        reply = await self.converse(messages, extra=self._format(DRAFT_FORMAT))
         usage, text = reply.usage, str(reply.text)
         for round_ in range(self.reflections):
             messages += [Message("assistant", text), Message("user", self.reflection(round_))]
-            reply = await self.converse(messages)
+            reply = await self.converse(messages, extra=self._format(REFLECT_FORMAT))
             usage, text = add_usage(usage, reply.usage), str(reply.text)
         agent, usage = await self.debugged(messages, text, usage, self.smoke_inputs(task))
         self.generation += 1
         return Reply(self.draft(agent["code"], {"name": agent["name"], "thought": agent["thought"],
                                                 "generation": self.generation}), usage)
+
+    def _format(self, shape: dict[str, Any]) -> dict[str, Any] | None:
+        return {"response_format": shape} if self.json_mode else None
 
     def reflection(self, round_: int) -> str:
         """The prompt of reflection round `round_` (the first names the agent tried last, as ADAS does)."""
@@ -144,7 +160,7 @@ class ADASAgent(CodeAgent):
                 break
             messages += [Message("assistant", text),
                          Message("user", load_prompt("adas_debug").substitute(error=clip(error)))]
-            reply = await self.converse(messages)
+            reply = await self.converse(messages, extra=self._format(DEBUG_FORMAT))
             usage, text = add_usage(usage, reply.usage), str(reply.text)
             agent = parse_agent(text)
         raise InvalidProposalError(f"adas: the agent still crashes after {self.debug_max} rounds of debugging: "
@@ -215,7 +231,8 @@ def recipe(*, run: Solver | None = None, model: str | Provider | None = None,
            reflector: str | Provider | None = None, seed: int = 0, sandbox: Sandbox | None = None,
            member: str | None = None, files: Mapping[str, str] | None = None, reflections: int = 2,
            debug_max: int = 3, examples: int = 3, shown: int = 20, eval_tasks: int = 24, task: str = TASK,
-           params: Mapping[str, Any] | None = None, max_chars: int = 20000, timeout: float = 600.0) -> Recipe:
+           params: Mapping[str, Any] | None = None, max_chars: int = 20000, timeout: float = 600.0,
+           json_mode: bool = False) -> Recipe:
     """ADAS on the engine: `ADASAgent`, whole-program proposals, and a gate that evaluates each new agent on a fixed
     sample of `eval_tasks` validation tasks (no screen, no early stop: every agent gets a full fitness, as in ADAS);
     one generation per round in the synchronous runtime."""
@@ -224,7 +241,7 @@ def recipe(*, run: Solver | None = None, model: str | Provider | None = None,
         solver.sandbox.isolation.require(network=solver.sandbox.network)  # refuse now, not on every call
     solver, writer = resolve(solver, model, reflector)
     agent = ADASAgent(solver, writer, seed=seed, params=params, reflections=reflections, debug_max=debug_max,
-                      examples=examples, shown=shown, task=task)
+                      examples=examples, shown=shown, task=task, json_mode=json_mode)
     gate = GateConfig(screen=False, early_stop=False, futility=0.0, focus=0, max_examples=eval_tasks, pool="val",
                       chunk=max(1, eval_tasks))
     config = RunConfig(workers=Workers(rollout=1, propose=1, gate=1), gate=gate, acceptance=Acceptance(looks=1),

@@ -192,12 +192,13 @@ class CodeAgent(RecipeAgent):
         """`score`, except that a crashed call scores 0."""
         return super().reward(lambda task, output: 0.0 if isinstance(output, Crash) else score(task, output))
 
-    async def converse(self, messages: Sequence[Message]) -> Reply:
-        """One reflector call on a whole conversation (the base's `ask` takes one prompt)."""
+    async def converse(self, messages: Sequence[Message], *, extra: Mapping[str, Any] | None = None) -> Reply:
+        """One reflector call on a whole conversation (the base's `ask` takes one prompt); `extra`: parameters of
+        this call only (a ``response_format``)."""
         if self.reflector is None:
             raise ConfigError(f"{self.name}: this recipe needs a reflector model (reflector= or model=)")
         self.asked += 1
-        completion = await self.reflector.complete(list(messages), **self.params)
+        completion = await self.reflector.complete(list(messages), **{**self.params, **(extra or {})})
         return Reply(completion.text, completion.usage)
 
     def code(self, rendered: Any) -> str:

@@ -13,6 +13,7 @@ is in flight at a time, and it lands only after a full check on the gate's whole
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.algorithms.base import Callback, Recipe, RecipeAgent, Reply, Reward, Solver, resolve, text_of
+from agentgrad.algorithms.formats import json_format, text_field
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.decision import Outcome
 from agentgrad.core.diff import Diff, apply_ops
@@ -40,6 +42,12 @@ CLIP = 1500  # characters of one trace field shown (a raw trace, cut only when v
 ARCHIVE = 256  # harnesses remembered (the oldest forgotten first, never the head)
 _BLOCK = re.compile(r"```[a-zA-Z0-9_-]*\n(.*?)```", re.DOTALL)
 _FIELD = re.compile(r"^\s*(HYPOTHESIS|BASE)\s*:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
+#: The proposer's reply as one JSON object (`json_mode`): the same three parts as the fenced shape.
+REPLY_FORMAT = json_format("meta_harness_candidate", {"hypothesis": text_field(300), "base": text_field(40),
+                                                      "harness": text_field(1500)})
+_JSON_SHAPE = ("## Reply with one JSON object\n"
+               '{"hypothesis": "<one falsifiable claim>", "base": "<name of the candidate you copied>", '
+               '"harness": "<the whole new harness, complete: it replaces the current one as it is>"}')
 
 
 def _clip(value: object, limit: int = CLIP) -> str:
@@ -69,8 +77,17 @@ class Written:
 
 
 def parse_reply(reply: str) -> Written:
-    """The hypothesis, the base and the harness of a reply: the last fenced block, or else (a small model may drop
-    the fence) the reply without its HYPOTHESIS and BASE lines; `InvalidProposalError` when no harness is left."""
+    """The hypothesis, the base and the harness of a reply: a JSON object's fields (`json_mode`), else the last
+    fenced block, or else (a small model may drop the fence) the reply without its HYPOTHESIS and BASE lines;
+    `InvalidProposalError` when no harness is left."""
+    try:
+        data = json.loads(reply)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        if not isinstance(data.get("harness"), str) or not data["harness"].strip():
+            raise InvalidProposalError(f"meta_harness: the reply's object holds no harness: {reply[:160]!r}")
+        return Written(str(data.get("hypothesis", "")).strip(), str(data.get("base", "")).strip(), data["harness"])
     blocks = _BLOCK.findall(reply)
     head = reply.split("```", 1)[0] if blocks else reply
     fields = {k.upper(): v.strip() for k, v in _FIELD.findall(head)}
@@ -87,6 +104,10 @@ class MetaHarnessAgent(RecipeAgent):
         shown: the most harnesses in one prompt (the head first, then the best scored, then the newest).
         traces: the most raw traces shown per harness (failures first).
         member: in a run over a library, the member that holds the harness.
+        json_mode: ask for the reply as one JSON object through the model's structured output (`REPLY_FORMAT`: the
+            hypothesis, the base and the harness, bounded in length), for a small model that stops after the
+            HYPOTHESIS and BASE lines of the fenced shape. Off by default (not every provider takes
+            ``response_format``).
     State: the archive, the training tasks seen and the undecided proposals (`state_dict`), besides the base's
     trace log.
     """
@@ -95,11 +116,11 @@ class MetaHarnessAgent(RecipeAgent):
 
     def __init__(self, solver: Solver, reflector: Provider | None = None, *, seed: int = 0,
                  params: Mapping[str, Any] | None = None, shown: int = 4, traces: int = 8,
-                 member: str = "harness") -> None:
+                 member: str = "harness", json_mode: bool = False) -> None:
         super().__init__(solver, reflector, seed=seed, params=params)
         if not all(isinstance(v, int) and v >= 1 for v in (shown, traces)):
             raise ConfigError(f"meta_harness: shown and traces must be ints >= 1, got {shown!r}, {traces!r}")
-        self.shown, self.traces, self.member = shown, traces, member
+        self.shown, self.traces, self.member, self.json_mode = shown, traces, member, json_mode
         self.archive: dict[str, Harness] = {}  # by content hash, oldest first
         self.tasks: dict[str, tuple[str, str]] = {}  # training tasks seen by `propose`: input, expected answer
         self.pending: dict[str, list[tuple[Written, str]]] = {}  # by task id: the reply and the head it replaces
@@ -112,7 +133,7 @@ class MetaHarnessAgent(RecipeAgent):
         view = text_of(rendered)
         self.tasks[task.id] = (str(task.input), str(task.expected))
         head = self.remember(view)
-        reply = await self.ask(self.render(head))
+        reply = await self.ask(self.render(head), extra={"response_format": REPLY_FORMAT} if self.json_mode else None)
         written = parse_reply(str(reply.text))
         if written.code.strip() == self._harness(view).strip():
             raise InvalidProposalError("meta_harness: the new harness is the current one")
@@ -151,7 +172,8 @@ class MetaHarnessAgent(RecipeAgent):
         """The proposer's prompt: the chosen harnesses in full with their scores and raw traces."""
         shown = self.chosen(head)
         blocks = [self._block(h, current=h is head) for h in shown]
-        return self.prompt.format(count=len(shown), total=len(self.archive), candidates="\n\n".join(blocks))
+        prompt = self.prompt.format(count=len(shown), total=len(self.archive), candidates="\n\n".join(blocks))
+        return prompt.split("## Reply in exactly this shape")[0] + _JSON_SHAPE if self.json_mode else prompt
 
     def _block(self, harness: Harness, *, current: bool) -> str:
         score = self.score(harness.text)
@@ -223,14 +245,16 @@ def harness(artifact: Artifact | Library | Mapping[str, Artifact | str] | str | 
 
 def recipe(run: Solver | None = None, *, model: str | Provider | None = None,
            reflector: str | Provider | None = None, seed: int = 0, shown: int = 4, traces: int = 8,
-           member: str = "harness", pool: str = "train+val", params: Mapping[str, Any] | None = None) -> Recipe:
+           member: str = "harness", pool: str = "train+val", params: Mapping[str, Any] | None = None,
+           json_mode: bool = False) -> Recipe:
     """Meta-Harness on the engine: its agent, whole-harness rewrites (one op of any size up to 50 000 characters)
     and one proposal at a time. The gate's `pool` is "train+val" by default: candidates are also scored on
     training tasks, so their raw traces reach the proposer (Meta-Harness's search set), and the full check an L1
     change needs covers that whole pool; "val" makes it a strict held-out check, with fewer traces to read. A
     candidate that goes stale while another is checked is dropped; it stays in the archive to be built on."""
     solver, writer = resolve(run, model, reflector)
-    agent = MetaHarnessAgent(solver, writer, seed=seed, params=params, shown=shown, traces=traces, member=member)
+    agent = MetaHarnessAgent(solver, writer, seed=seed, params=params, shown=shown, traces=traces, member=member,
+                             json_mode=json_mode)
     config = RunConfig(gate=GateConfig(pool=pool), trust_region=TrustRegion(max_ops=1, max_chars=50_000),
                        workers=Workers(rollout=4, propose=1, gate=1), seed=seed)
     return Recipe("meta_harness", agent, WholeText(max_chars=50_000), config, Budget(calls=300))
@@ -242,9 +266,9 @@ def meta_harness(tasks: Sequence[Task] | Splits, reward: Reward, *, run: Solver 
                  budget: Budget | None = None, asynchronous: bool = False, workers: int | Workers | None = None,
                  store: str | Path | None = None, seed: int = 0, shown: int = 4, traces: int = 8,
                  member: str = "harness", pool: str = "train+val", params: Mapping[str, Any] | None = None,
-                 callbacks: Sequence[Callback] = ()) -> Result:
+                 json_mode: bool = False, callbacks: Sequence[Callback] = ()) -> Result:
     """Search for a better harness with Meta-Harness (see `recipe` and `MetaHarnessAgent` for the options)."""
-    return recipe(run, model=model, reflector=reflector, seed=seed, shown=shown, traces=traces, member=member,
-                  pool=pool, params=params).evolve(tasks, reward, artifact=harness(artifact), budget=budget,
-                                        asynchronous=asynchronous, workers=workers, store=store, seed=seed,
-                                        callbacks=callbacks)
+    method = recipe(run, model=model, reflector=reflector, seed=seed, shown=shown, traces=traces, member=member,
+                    pool=pool, params=params, json_mode=json_mode)
+    return method.evolve(tasks, reward, artifact=harness(artifact), budget=budget, asynchronous=asynchronous,
+                         workers=workers, store=store, seed=seed, callbacks=callbacks)
