@@ -105,6 +105,7 @@ def test_state_dict_round_trips_and_behaves_the_same_after_reload() -> None:
     {"entries": [["fp", 3]]},
     {"entries": [["fp", "d1"], ["fp", "d2"]]},
     {"hits": -1},
+    {"pardoned": ["fp", 3]},
 ])
 def test_loading_a_malformed_state_dict_raises(bad: dict[str, object]) -> None:
     with pytest.raises(StateDictError):
@@ -152,6 +153,26 @@ def test_a_rejection_whose_evidence_leaned_in_favour_is_not_made_tabu() -> None:
     state = stage.observe(decisions, stage.init(), Context({}))
     assert not is_tabu(state, promising)
     assert is_tabu(state, harmful)
+
+
+def test_a_rejection_with_wins_and_no_loss_is_not_made_tabu_even_below_the_margin_one_with_a_loss_is() -> None:
+    stage = tabu()
+    thin = Diff("skills/s", 0, (Op.add("rule", "- dates exception: use method 9"),))
+    mixed = Diff("skills/s", 0, (Op.add("rule", "- dates exception: use method 3"),))
+    decisions = [  # P(gain > margin) just under 1/2 with 1 win and 0 losses: thin evidence, none against it
+        Decision(thin.id, "skills/s", Outcome.REJECTED, "accept", "not significant on look 2",
+                 {"p": 0.49, "n": 17.0, "wins": 1.0, "losses": 0.0}, fingerprint(thin)),
+        Decision(mixed.id, "skills/s", Outcome.REJECTED, "accept", "not significant on look 2",
+                 {"p": 0.31, "n": 17.0, "wins": 1.0, "losses": 1.0}, fingerprint(mixed)),
+    ]
+    state = stage.observe(decisions, stage.init(), Context({}))
+    assert not is_tabu(state, thin)  # the base rule it needs may land later
+    assert is_tabu(state, mixed)
+    state = stage.load(json.loads(json.dumps(state.to_dict())))
+    again = Decision("p2", "skills/s", Outcome.REJECTED, "accept", "not significant",
+                     {"p": 0.49, "n": 17.0, "wins": 1.0, "losses": 0.0}, fingerprint(thin))
+    state = stage.observe([again], state, Context({}))
+    assert is_tabu(state, thin) and not state.pardoned  # pardoned once only: no endless re-testing of lucky wins
 
 
 def test_a_rejection_resting_on_one_example_is_not_made_tabu() -> None:

@@ -28,10 +28,13 @@ class TabuState:
     Args:
         entries: (fingerprint, id of the diff that was turned down), oldest first.
         hits: how many candidates were skipped as tabu.
+        pardoned: fingerprints of changes rejected once with wins and no loss (`_thin`), oldest first: the next
+            such rejection makes them tabu.
     """
 
     entries: tuple[tuple[str, str], ...] = ()
     hits: int = 0
+    pardoned: tuple[str, ...] = ()
     _index: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -45,7 +48,8 @@ class TabuState:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `TabuState.load` reverses it."""
-        return {"entries": [[fp, diff_id] for fp, diff_id in self.entries], "hits": self.hits}
+        return {"entries": [[fp, diff_id] for fp, diff_id in self.entries], "hits": self.hits,
+                "pardoned": list(self.pardoned)}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> TabuState:
@@ -58,7 +62,10 @@ class TabuState:
         if len({e[0] for e in entries}) != len(entries):
             raise StateDictError(f"{NAME}: 'entries' holds a fingerprint twice")
         hits = integer(data.get("hits", 0), f"{NAME}: 'hits'", low=0, error=StateDictError)
-        return cls(tuple((e[0], e[1]) for e in entries), hits)
+        pardoned = data.get("pardoned", [])
+        if not isinstance(pardoned, list) or not all(isinstance(x, str) and x for x in pardoned):
+            raise StateDictError(f"{NAME}: 'pardoned' must be a list of fingerprints")
+        return cls(tuple((e[0], e[1]) for e in entries), hits, tuple(pardoned))
 
 
 def _against(decision: Decision) -> bool:
@@ -76,10 +83,20 @@ def _against(decision: Decision) -> bool:
         return False  # one example (a gate's screen) is too thin to ban a change for good
     if decision.outcome is not Outcome.REJECTED:
         return True
-    p = numbers.get("p")
+    p, wins, losses = numbers.get("p"), numbers.get("wins", 0.0), numbers.get("losses", 0.0)
     leaning = p is not None and p >= 0.5
-    trade = numbers.get("harmful", 0.0) > 0 and numbers.get("wins", 0.0) > numbers.get("losses", 0.0)
+    trade = numbers.get("harmful", 0.0) > 0 and wins > losses
     return not leaning and not trade
+
+
+def _thin(decision: Decision) -> bool:
+    """True for a rejection for lack of significance of a change that won tasks and lost none, below P(gain) = 1/2
+    only through the acceptance margin (1 win and 0 losses give P(gain > margin) = 0.49). Its first such rejection
+    is pardoned: the change may need a rule that lands later (an override needs its base rule); a second makes it
+    tabu, so a no-effect change with lucky wins is not tested again and again."""
+    numbers = decision.numbers
+    return (decision.outcome is Outcome.REJECTED and numbers.get("harmful", 0.0) == 0
+            and numbers.get("wins", 0.0) > 0 and numbers.get("losses", 0.0) == 0)
 
 
 def is_tabu(state: TabuState, diff: Diff) -> bool:
@@ -111,11 +128,17 @@ def tabu(*, max_size: int = 10_000) -> Stage[TabuState]:
         return batch.settle(verdicts), replace(state, hits=state.hits + len(verdicts))
 
     def observe(decisions: Sequence[Decision], state: TabuState, ctx: Context) -> TabuState:
-        entries = dict(state.entries)
+        entries, pardoned = dict(state.entries), dict.fromkeys(state.pardoned)
         for decision in decisions:
-            if _against(decision) and decision.fingerprint and decision.fingerprint not in entries:
-                entries[decision.fingerprint] = decision.diff_id
+            fp = decision.fingerprint
+            if not fp or fp in entries or not _against(decision):
+                continue
+            if _thin(decision) and fp not in pardoned:
+                pardoned[fp] = None
+                continue
+            entries[fp] = decision.diff_id
+            pardoned.pop(fp, None)
         kept = list(entries.items())[-max_size:]
-        return replace(state, entries=tuple(kept))
+        return replace(state, entries=tuple(kept), pardoned=tuple(list(pardoned)[-max_size:]))
 
     return Stage(NAME, TabuState, update, TabuState.load, observe)
