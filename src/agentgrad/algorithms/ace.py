@@ -52,7 +52,7 @@ from agentgrad.algorithms.base import (
     resolve,
     text_of,
 )
-from agentgrad.algorithms.formats import json_format, text_field
+from agentgrad.algorithms.formats import asked, json_format, text_field
 from agentgrad.core.artifact import Artifact
 from agentgrad.core.library import Library
 from agentgrad.core.units import Scope, unit_key
@@ -176,19 +176,18 @@ class AceAgent(RecipeAgent):
         playbook = self._playbook(rendered)
         items = bullets(playbook)
         self.steps += 1
-        first = await self.ask(self._reflect_prompt(task, output, reward, items), extra=self._format(REFLECTOR_FORMAT))
+        first = await self.ask(self._reflect_prompt(task, output, reward, items),
+                               extra=asked(REFLECTOR_FORMAT, self.json_mode))
         reflection = parse_reflection(str(first.text))
         known = {b.id for b in items}
         for bullet_id, tag in reflection.tags:
             if bullet_id in known:
                 self.counters.tag(bullet_id, tag)
-        second = await self.ask(self._curate_prompt(task, reflection, items), extra=self._format(CURATOR_FORMAT))
+        second = await self.ask(self._curate_prompt(task, reflection, items),
+                                extra=asked(CURATOR_FORMAT, self.json_mode))
         delta = self._delta(items, parse_additions(str(second.text)))
         self.pending[f"task:{task.id}"] = {k: v for k, v in delta.items() if v is not None}
         return Reply(delta if isinstance(rendered, str) else {self.member: delta}, _sum(first.usage, second.usage))
-
-    def _format(self, shape: dict[str, Any]) -> dict[str, Any] | None:
-        return {"response_format": shape} if self.json_mode else None
 
     def _playbook(self, rendered: Any) -> str:
         if isinstance(rendered, Mapping):

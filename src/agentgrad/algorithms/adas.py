@@ -28,7 +28,7 @@ from agentgrad.algorithms.adas_code import (
     task_input,
 )
 from agentgrad.algorithms.base import Callback, Recipe, Reply, Reward, Solver, fenced, resolve
-from agentgrad.algorithms.formats import json_format, text_field
+from agentgrad.algorithms.formats import asked, json_format, text_field
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.library import Library
 from agentgrad.data.splits import Splits
@@ -124,19 +124,16 @@ class ADASAgent(CodeAgent):
         messages = [Message("system", load_prompt("adas_system").template),
                     Message("user", load_prompt("adas_meta").substitute(
                         task=self.task, archive=self.archive_text(), failures=self.failures_text(head, task)))]
-        reply = await self.converse(messages, extra=self._format(DRAFT_FORMAT))
+        reply = await self.converse(messages, extra=asked(DRAFT_FORMAT, self.json_mode))
         usage, text = reply.usage, str(reply.text)
         for round_ in range(self.reflections):
             messages += [Message("assistant", text), Message("user", self.reflection(round_))]
-            reply = await self.converse(messages, extra=self._format(REFLECT_FORMAT))
+            reply = await self.converse(messages, extra=asked(REFLECT_FORMAT, self.json_mode))
             usage, text = add_usage(usage, reply.usage), str(reply.text)
         agent, usage = await self.debugged(messages, text, usage, self.smoke_inputs(task))
         self.generation += 1
         return Reply(self.draft(agent["code"], {"name": agent["name"], "thought": agent["thought"],
                                                 "generation": self.generation}), usage)
-
-    def _format(self, shape: dict[str, Any]) -> dict[str, Any] | None:
-        return {"response_format": shape} if self.json_mode else None
 
     def reflection(self, round_: int) -> str:
         """The prompt of reflection round `round_` (the first names the agent tried last, as ADAS does)."""
@@ -160,7 +157,7 @@ class ADASAgent(CodeAgent):
                 break
             messages += [Message("assistant", text),
                          Message("user", load_prompt("adas_debug").substitute(error=clip(error)))]
-            reply = await self.converse(messages, extra=self._format(DEBUG_FORMAT))
+            reply = await self.converse(messages, extra=asked(DEBUG_FORMAT, self.json_mode))
             usage, text = add_usage(usage, reply.usage), str(reply.text)
             agent = parse_agent(text)
         raise InvalidProposalError(f"adas: the agent still crashes after {self.debug_max} rounds of debugging: "

@@ -23,3 +23,8 @@ def json_format(name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
 def text_field(most: int) -> dict[str, Any]:
     """A string of at most `most` characters: the bounds keep a whole reply within a small token limit."""
     return {"type": "string", "maxLength": most}
+
+
+def asked(shape: dict[str, Any], json_mode: bool) -> dict[str, Any] | None:
+    """The extra parameters of one reflector call: `shape` as its ``response_format`` in JSON mode, else none."""
+    return {"response_format": shape} if json_mode else None

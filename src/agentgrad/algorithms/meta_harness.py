@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.algorithms.base import Callback, Recipe, RecipeAgent, Reply, Reward, Solver, resolve, text_of
-from agentgrad.algorithms.formats import json_format, text_field
+from agentgrad.algorithms.formats import asked, json_format, text_field
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.decision import Outcome
 from agentgrad.core.diff import Diff, apply_ops
@@ -133,7 +133,7 @@ class MetaHarnessAgent(RecipeAgent):
         view = text_of(rendered)
         self.tasks[task.id] = (str(task.input), str(task.expected))
         head = self.remember(view)
-        reply = await self.ask(self.render(head), extra={"response_format": REPLY_FORMAT} if self.json_mode else None)
+        reply = await self.ask(self.render(head), extra=asked(REPLY_FORMAT, self.json_mode))
         written = parse_reply(str(reply.text))
         if written.code.strip() == self._harness(view).strip():
             raise InvalidProposalError("meta_harness: the new harness is the current one")
