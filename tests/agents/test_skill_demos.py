@@ -60,6 +60,23 @@ def test_demonstrations_raise_held_out_accuracy_with_no_proposal_call(tmp_path: 
     assert "## Examples" in result.rendered and fake.rule_calls == 0
 
 
+def parrot(messages: Sequence[Message], **params: Any) -> str:
+    """A model that answers a message only when that very message, and its answer, came before."""
+    shown = {q.content: a.content for q, a in zip(messages[:-1:2], messages[1:-1:2], strict=False)}
+    return shown.get(messages[-1].content, "I do not know that queue.")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_example_that_only_solves_its_own_task_is_never_committed(tmp_path: Path, asynchronous: bool) -> None:
+    result = evolve_skill(ROUTED, model=CallableProvider(parrot), score="exact", proposer="demos",
+                          budget=Budget(calls=300), store=tmp_path / "run", workers=2, asynchronous=asynchronous)
+    assert result.ok, result.error
+    assert not result.accepted() and not examples(result.artifact.text)
+    counts = result.counts
+    assert counts.get("screened_out", 0) == 0 and counts["gated"] > 0  # each won on its origin task, nowhere else
+    assert counts.get("replications", 0) == 0
+
+
 def test_demos_plus_rules_learns_examples_and_the_models_rule_in_one_skill(tmp_path: Path) -> None:
     fake = Fake()
     result = evolve_skill(ROUTED + GREETINGS, model=CallableProvider(fake), score="exact", proposer="demos+rules",

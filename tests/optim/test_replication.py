@@ -39,10 +39,10 @@ def replicated(pairs: list[tuple[float, float]], plain: int = 8, losses: int = 0
 
 
 def held(evidence: Evidence, *, origin: str | None = "t99", looks: int = 1, noise: NoiseEstimate | None = QUIET,
-         replicate: bool = False) -> tuple[Outcome, Batch]:
+         replicate: bool = False, shows_origin: bool = False) -> tuple[Outcome, Batch]:
     stage = accept_if()
     candidate = Candidate(Diff(ARTIFACT, 0, (Op.add("key", "alpha: use method 3"),)), evidence, looks=looks,
-                          origin=origin, replicate=replicate)
+                          origin=origin, replicate=replicate, shows_origin=shows_origin)
     batch, _ = stage.update(Batch((candidate,)), stage.init(), Context({ARTIFACT: Head(0, "# s\n")}, noise=noise))
     (decision,) = batch.decisions
     return decision.outcome, batch
@@ -112,6 +112,12 @@ def test_a_first_look_that_fails_without_harm_is_held_to_replicate() -> None:
     (candidate,) = batch.held
     assert candidate.replicate
     assert "held to score its origin task again" in batch.decisions[0].reason
+
+
+def test_a_change_that_shows_its_origin_task_answer_is_rejected_not_held_to_replicate() -> None:
+    evidence = Evidence(tuple(Row(f"t{i:02d}", 1.0, 1.0) for i in range(8)), base_version=0)
+    assert held(evidence)[0] is Outcome.EXTEND
+    assert held(evidence, shows_origin=True)[0] is Outcome.REJECTED
 
 
 def test_without_an_origin_or_on_the_last_look_a_failing_candidate_is_rejected() -> None:

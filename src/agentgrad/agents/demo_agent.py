@@ -4,7 +4,8 @@ It goes with the `Demonstrations` strategy (`agentgrad.strategies.demos`), which
 line the optimizer adds, swaps and drops under the same gate as rules. `propose` turns the failed task into a
 demonstration (`demo_from_failure`) without calling a model; with ``rules=True`` every other proposal call is the
 wrapped `LLMAgent`'s own proposal (a rule), so one skill holds both, and a rule the model could not write is
-replaced by the demonstration.
+replaced by the demonstration. A demonstration shows the answer of the task it was made from, so the gate takes no
+win there as evidence (`runtime.shown`): it is kept only for what it does on other tasks.
 
 `run` shows the skill's examples to the model as earlier turns of the conversation (user: input, assistant:
 answer) and the rest of the skill (its rules) as the system message: a small model copies the form of an answer

@@ -222,7 +222,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
     def replicable(candidate: Candidate, post: Judgement, ctx: Context, risk: float) -> bool:
         """Held (again) for the replication test (module doc)."""
         evidence = candidate.evidence
-        if post.harmful or candidate.origin is None:
+        if post.harmful or candidate.origin is None or candidate.shows_origin:
             return False
         if evidence.replicas:
             return may_replicate(evidence, delta=risk, noise=ctx.noise)

@@ -59,7 +59,9 @@ class Candidate:
     each time the acceptance stage held it for more tasks (`Outcome.EXTEND`); each look is tested at its own share
     of δ (`optim.acceptance.look_delta`). `origin` is the task the proposal was written for (None if unknown).
     `replicate` is set on a candidate held to have its origin task scored again on later heads (the replication
-    test, `optim.judge`) instead of on more tasks.
+    test, `optim.judge`) instead of on more tasks. `shows_origin` is set when the change holds its origin task's
+    input and gold answer (a worked example of that very task, `runtime.shown`): a win there is no evidence, so it
+    is never held for the replication test.
     """
 
     diff: Diff
@@ -69,6 +71,7 @@ class Candidate:
     looks: int = 1
     origin: str | None = None
     replicate: bool = False
+    shows_origin: bool = False
 
 
 def head_of_diff(diff: Diff, ctx: Context, *, stage: str = "") -> Head:

@@ -8,6 +8,7 @@ are handled in `stale.py`, and the step itself, the commit path, in `step.py`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -41,6 +42,7 @@ from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache, Scored
 from agentgrad.runtime.sections import SectionOwners
+from agentgrad.runtime.shown import input_start, shows_answer
 from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
 from agentgrad.store.sqlite import SQLiteStore
@@ -103,6 +105,7 @@ class Engine:
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
         self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
+        self.input_starts: Counter[str] | None = None  # how many tasks start alike (`shows_origin`), built once
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
@@ -283,7 +286,20 @@ class Engine:
                                             windowed=self.policy.windowed,
                                             origin=None if origin is None else origin.task_id)
         self.journal.counts["gated"] += 1
-        return Candidate(diff, evidence, origin=None if origin is None else origin.task_id)
+        origin_id = None if origin is None else origin.task_id
+        return Candidate(diff, evidence, origin=origin_id, shows_origin=self.shows_origin(diff, origin_id))
+
+    def shows_origin(self, diff: Diff, origin: str | None) -> bool:
+        """True if `diff` adds its origin task's input and gold answer, and no other task has that input
+        (`runtime.shown`)."""
+        task = None if origin is None else self.tasks.get(origin)
+        if task is None:
+            return False
+        if self.input_starts is None:
+            self.input_starts = Counter(input_start(getattr(t, "input", "")) for t in self.tasks.values())
+        question = getattr(task, "input", "")
+        return self.input_starts[input_start(question)] == 1 and shows_answer(
+            (op.new for op in diff.ops if op.new), question, getattr(task, "expected", None))
 
     def _screened_out(self, diff: Diff, version: int, scores: Mapping[str, tuple[float, float]]) -> None:
         evidence = Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},

@@ -87,7 +87,8 @@ async def replicate(engine: Engine, proposed: Proposed, candidate: Candidate,
                                base_version=base.version, full=old.full, focus=old.focus, far=old.far,
                                calibrated=old.calibrated, replicas=(*old.replicas, replica))
     looks = candidate.looks + (0 if old.replicas else 1)
-    return Candidate(diff, evidence, looks=looks, origin=origin, replicate=True)
+    return Candidate(diff, evidence, looks=looks, origin=origin, replicate=True,
+                     shows_origin=candidate.shows_origin)
 
 
 __all__ = ["MIN_ROWS", "applied_on", "context_of", "is_fresh", "replicate"]

@@ -118,7 +118,8 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     engine.journal.counts["rechecks"] += 1
     if outcome is Outcome.FULL_CHECK:
         return await engine.evaluate(proposed, full=True)
-    if outcome is Outcome.EXTEND and not candidate.replicate and _focus_exhausted(engine, proposed, candidate):
+    if outcome is Outcome.EXTEND and not candidate.replicate and not candidate.shows_origin \
+            and _focus_exhausted(engine, proposed, candidate):
         candidate = replace(candidate, replicate=True)  # no more tasks like its origin: replicate there instead
     if (outcome is Outcome.EXTEND and candidate.replicate) or candidate.evidence.replicas:
         # a re-check of replicated evidence on a new head is one more replica there (and its touched rows)
@@ -159,7 +160,7 @@ async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: 
                                           delta=engine.look_delta(base.version, looks),
                                           windowed=engine.policy.windowed, looks=looks, origin=origin)
     engine.journal.counts["reverified"] += 1
-    return Candidate(diff, evidence, looks=looks, origin=origin)
+    return Candidate(diff, evidence, looks=looks, origin=origin, shows_origin=engine.shows_origin(diff, origin))
 
 
 def touched(engine: Engine, artifact_id: str, after: int, upto: int) -> frozenset[str] | None:
