@@ -293,13 +293,13 @@ class Engine:
         """True if `diff` adds its origin task's input and gold answer, and no other task has that input
         (`runtime.shown`)."""
         task = None if origin is None else self.tasks.get(origin)
-        if task is None:
-            return False
-        if self.input_starts is None:
-            self.input_starts = Counter(input_start(getattr(t, "input", "")) for t in self.tasks.values())
         question = getattr(task, "input", "")
-        return self.input_starts[input_start(question)] == 1 and shows_answer(
-            (op.new for op in diff.ops if op.new), question, getattr(task, "expected", None))
+        if task is None or not shows_answer((op.new for op in diff.ops if op.new), question,
+                                            getattr(task, "expected", None)):
+            return False
+        if self.input_starts is None:  # only once a change shows an answer: most runs never need it
+            self.input_starts = Counter(input_start(getattr(t, "input", "")) for t in self.tasks.values())
+        return self.input_starts[input_start(question)] == 1
 
     def _screened_out(self, diff: Diff, version: int, scores: Mapping[str, tuple[float, float]]) -> None:
         evidence = Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},

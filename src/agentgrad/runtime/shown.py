@@ -16,8 +16,9 @@ that other tasks share: a change that shows it teaches those tasks too, and wins
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
+
+from agentgrad.strategies.demos import gold_text
 
 SHOWN_INPUT = 60  # letters and digits of the origin's input that must occur in the added text
 MIN_INPUT = 16  # an input with fewer letters and digits than this is never taken as shown
@@ -25,10 +26,6 @@ MIN_INPUT = 16  # an input with fewer letters and digits than this is never take
 
 def _flat(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
-
-
-def _gold(expected: object) -> str:
-    return expected if isinstance(expected, str) else json.dumps(expected, ensure_ascii=False)
 
 
 def input_start(question: object) -> str:
@@ -41,11 +38,11 @@ def shows_answer(added: Iterable[str], question: object, expected: object) -> bo
     the whole gold answer `expected` (None: no gold, never shown)."""
     if expected is None:
         return False
-    start, gold = input_start(question), _flat(_gold(expected))
-    if len(_flat(str(question))) < MIN_INPUT or not gold:
+    flat, gold = _flat(str(question)), _flat(gold_text(expected))
+    if len(flat) < MIN_INPUT or not gold:
         return False
     text = _flat(" ".join(added))
-    return start in text and gold in text
+    return flat[:SHOWN_INPUT] in text and gold in text
 
 
 __all__ = ["MIN_INPUT", "SHOWN_INPUT", "input_start", "shows_answer"]
