@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ConfigError
+from agentgrad.optim.judge import judge
+from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.stats import posterior_summary
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.gate import UNFOCUSED_FIRST, Gate, verdict_is_certain
@@ -412,3 +414,23 @@ def test_a_focused_plan_checks_harm_on_a_sample_of_the_other_tasks() -> None:
     assert len(whole.rows) == 24  # no sample: up to max_examples in all
     with pytest.raises(ConfigError, match="harm_sample"):
         GateConfig(harm_sample=0)
+
+
+def test_a_focus_too_small_to_ever_show_a_gain_at_the_runs_noise_gives_way_to_every_task() -> None:
+    inputs = {"origin": "refund order parcel"} | {f"r{i}": f"refund order {i} parcel" for i in range(3)} | \
+        {f"x{i}": f"weather forecast {i} tomorrow" for i in range(20)}
+    val = [t for t in inputs if t != "origin"]
+    table = {"base": {t: 0.0 for t in inputs}, "cand": {t: 1.0 for t in inputs}}  # a change that helps everywhere
+
+    def evidence(noise: NoiseEstimate) -> Evidence:
+        config = GateConfig(chunk=8, max_examples=12, focus=8, harm_sample=8)
+        gate = Gate(_Scores(table), val, config, seed=0, margin=0.02, estimator=DurationEstimator(),
+                    locality=Locality(inputs), noise=lambda: noise)
+        return anyio.run(lambda: gate.evidence("d1", "base", 0, "cand", delta=0.035, origin="origin"))
+
+    quiet, loud = evidence(NoiseEstimate()), evidence(NoiseEstimate(win_room=9.0, wins=6.0))
+    assert sorted(quiet.focus) == ["r0", "r1", "r2"]  # three wins there can pass the calibrated test
+    # at that noise no test passes on three tasks: rather than a verdict with no task scored, the gain is looked
+    # for on every task of the plan
+    assert not loud.focus and len(loud.rows) >= 5
+    assert judge(loud, delta=0.035, margin=0.02, noise=NoiseEstimate(win_room=9.0, wins=6.0)).passes

@@ -23,7 +23,7 @@ import anyio
 
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.optim.futility import PassThresholds, prob_pass_later
-from agentgrad.optim.judge import MIN_FOCUS, RowTally, certain, prefer_calibrated
+from agentgrad.optim.judge import MIN_FOCUS, RowTally, certain, prefer_calibrated, wins_needed
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.stats import SIGN_TEST_PRIOR
 from agentgrad.runtime.budget import OutOfBudget
@@ -275,6 +275,9 @@ class Gate:
         given = dict(known or {})
         focus, rest = self.plan(base_text, base_version, origin, looks)
         focus = list(dict.fromkeys([*focus, *(t for t in given_focus if t in given or t in self.pool)]))
+        noise = self.noise()
+        if focus and not given_focus and not self._can_pass(len(focus), delta, noise):
+            focus, rest = [], [*focus, *rest]  # too few tasks like the origin to ever show a gain: look everywhere
         lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
         rest = [t for t in rest if t not in given and t not in set(lead)]
         if not full:
@@ -284,7 +287,6 @@ class Gate:
         order = lead + rest
         visit = self._windowed if windowed else self._chunked
         # futility assumes the tasks come in an order that does not depend on earlier scores: not so for re-checks
-        noise = self.noise()
         planned = len(focus) if focus else len(given) + len(order)
         look = _Look(frozenset(focus), delta, noise, not given and not first,
                      prefer_calibrated(planned, delta=delta, margin=self.margin, noise=noise, prior=self.prior))
@@ -300,6 +302,12 @@ class Gate:
                                base_version=base_version, full=complete,
                                focus=tuple(t for t in focus if t in scores), far=tuple(far),
                                calibrated=look.calibrated)
+
+    def _can_pass(self, rows: int, delta: float, noise: NoiseEstimate | None) -> bool:
+        """True if wins on `rows` gain rows (and no loss) can pass the test the gate would pick for them."""
+        calibrated = prefer_calibrated(rows, delta=delta, margin=self.margin, noise=noise, prior=self.prior)
+        return wins_needed(rows, delta=delta, margin=self.margin, noise=noise, prior=self.prior,
+                           calibrated=calibrated) is not None
 
     def _trimmed(self, rest: list[str], focus: Sequence[str], given: Mapping[str, object], lead: int,
                  looks: int) -> list[str]:
