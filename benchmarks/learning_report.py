@@ -10,15 +10,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgrad.testing.world import ReferenceWorld
+from agentgrad.testing.world import FORMAT_KEY, ReferenceWorld
 
 GAIN_RATIO = 1.3
 BASELINE = "gepa"
 
 
 def classify(w: ReferenceWorld, ops: Sequence[Mapping[str, Any]] | None) -> str:
-    """What a diff held: 'wrong' (a wrong method), 'right' (a category's right rule), 'override' (override lines
-    only), 'junk', 'other' (a deletion, ...) or 'unknown' (a diff the optimizer made, e.g. by fusing)."""
+    """What a diff held: 'wrong' (a wrong method), 'right' (a category's right rule), 'format' (the format rule),
+    'override' (override lines only), 'junk', 'other' (a deletion, ...) or 'unknown' (a diff the optimizer made,
+    e.g. by fusing)."""
     if ops is None:
         return "unknown"
     lines = [str(op["new"]) for op in ops if op.get("new")]
@@ -27,7 +28,7 @@ def classify(w: ReferenceWorld, ops: Sequence[Mapping[str, Any]] | None) -> str:
         return "wrong"
     if counts["right"]:
         categories = {line.split(":", 1)[0].strip(" -*").casefold() for line in lines}
-        return "right" if categories & set(w.methods) else "override"
+        return "right" if categories & set(w.methods) else "format" if FORMAT_KEY in categories else "override"
     return "junk" if counts["junk"] else "other"
 
 

@@ -106,3 +106,36 @@ def test_presets_are_varied_and_valid() -> None:
 def test_bad_shapes_are_refused(changes: dict[str, float], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         WorldConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_the_format_rule_is_needed_by_its_share_of_tasks_in_every_category() -> None:
+    world = ReferenceWorld(WorldConfig(n_categories=4, tasks_per_category=20, noise=0.0, base_rate=1.0,
+                                       format_share=0.5, seed=3))
+    needs = {t for t in world.tasks if world.needs_format(t)}
+    assert 0.3 < len(needs) / len(world.tasks) < 0.7
+    assert {world.tasks[t].category for t in needs} == set(world.categories)
+    start, rule = world.artifact.text, world.format_rule()
+    assert rule is not None
+    formatted = apply_ops(start, world.strategy.ops(rule, start))
+    method = int(rule.rsplit(" ", 1)[1])
+    wrong = apply_ops(start, world.strategy.ops(f"format: use method {method % 9 + 1}", start))
+    for task_id in world.tasks:  # every task is easy here: only the format decides
+        assert world.solve(start, task_id) == (0.0 if task_id in needs else 1.0)
+        assert world.solve(formatted, task_id) == 1.0
+        assert world.solve(wrong, task_id) == (0.0 if task_id in needs else 1.0)
+    assert world.audit(world.optimal_text()) == {"right": 5, "wrong": 0, "junk": 0}
+    assert world.audit(wrong)["wrong"] == 1
+
+
+def test_the_proposer_offers_the_format_rule_for_a_task_that_needs_it_until_the_skill_has_it() -> None:
+    world = ReferenceWorld(WorldConfig(n_categories=4, tasks_per_category=20, format_share=0.5, p_right=1.0,
+                                       p_junk=0.0, p_contradict=0.0, p_duplicate=0.0, seed=3))
+    rule, start = world.format_rule(), world.artifact.text
+    task_id = next(t for t in world.train if world.needs_format(t))
+    offered = {world.propose(start, task_id, draw).text for draw in range(20)}
+    assert rule in offered and world.right_rule(world.tasks[task_id].category) in offered
+    assert rule is not None
+    formatted = apply_ops(start, world.strategy.ops(rule, start))
+    assert rule not in {world.propose(formatted, task_id, draw).text for draw in range(20)}
+    plain = ReferenceWorld(WorldConfig(n_categories=4, tasks_per_category=20, seed=3))
+    assert plain.format_rule() is None and "format" not in plain.optimal_text()

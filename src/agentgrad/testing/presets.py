@@ -30,6 +30,10 @@ WORLDS = MappingProxyType({
     # 54 tasks, a proposer that is right only 30% of the time (25% contradictions)
     "poor_proposer": WorldConfig(n_categories=8, tasks_per_category=20, zipf=1.0, noise=0.05, seed=61,
                                  p_right=0.3, p_junk=0.3, p_contradict=0.25, p_duplicate=0.15),
+    # 79 tasks over 8 categories, 30% of them easy; 60% of all tasks also need one format rule, whose effect
+    # reaches every category
+    "broad": WorldConfig(n_categories=8, tasks_per_category=24, zipf=0.8, noise=0.05, base_rate=0.3,
+                         format_share=0.6, seed=81),
     # 224 tasks over 12 categories (80 ... 5), one override, easy tasks, 20% contradictions
     "large": WorldConfig(n_categories=12, tasks_per_category=80, zipf=1.1, noise=0.05, base_rate=0.15,
                          n_overrides=1, seed=71, p_right=0.45, p_junk=0.2, p_contradict=0.2, p_duplicate=0.15),

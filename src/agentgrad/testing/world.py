@@ -8,7 +8,9 @@ duplicate of a rule already there, at configured rates.
 Optional shapes (off by default): Zipf-like category sizes (`zipf`: the category of rank r has about
 ``tasks_per_category / r**zipf`` tasks, so the rarest have only a few), and override rules (`n_overrides`): a
 share of the tasks of the largest categories is a special case that needs both the category's rule and the
-override line ``<category> exception: use method <m>``; the override alone does nothing.
+override line ``<category> exception: use method <m>``; the override alone does nothing. And a format rule
+(`format_share`): a share of all tasks needs ``format: use method <m>`` besides whatever solves it, so one rule
+helps every category at once (an edit whose effect reaches far beyond the tasks like its origin).
 
 Everything is a pure function of the seed: draws come from SHA-256 of (seed, purpose, task id, ...), never from
 a shared random generator, so the same text and task always score the same.
@@ -16,103 +18,29 @@ a shared random generator, so the same text and task always score the same.
 
 from __future__ import annotations
 
-import hashlib
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
-from agentgrad.core._checks import integer, number, probability
 from agentgrad.core.artifact import Artifact, Kind, content_hash
 from agentgrad.core.diff import apply_ops
 from agentgrad.core.ops import Op
 from agentgrad.core.units import Scope, normalise, parse
 from agentgrad.errors import ConfigError, InvalidEvidenceError
 from agentgrad.strategies.keyed import KeyedRules, entries, split_entry
+from agentgrad.testing.worldconfig import SPLITS, pick
+from agentgrad.testing.worldconfig import WorldConfig as WorldConfig  # re-exported: its home before
+from agentgrad.testing.worldconfig import draw_float as draw_float
 
 ProposalKind = Literal["right", "junk", "contradict", "duplicate"]
 KINDS: tuple[ProposalKind, ...] = ("right", "junk", "contradict", "duplicate")
-SPLITS = ("train", "val", "test")
 CATEGORY_NAMES = ("geometry", "dates", "units", "algebra", "probability", "strings", "sorting", "graphs",
                   "parsing", "finance", "physics", "logic")
 JUNK_TIPS = ("be concise", "show your work", "restate the question", "check spelling", "use short sentences",
              "think step by step", "prefer plain words", "number your steps")
-_PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test",
-                  "override_share")
 OVERRIDE_SUFFIX = " exception"
-
-
-def draw_float(*parts: object) -> float:
-    """A uniform number in [0, 1) that depends only on `parts` (SHA-256 of their joined text)."""
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def _pick(u: float, count: int) -> int:
-    """An index in range(count) from a uniform `u` in [0, 1)."""
-    return min(int(u * count), count - 1)
-
-
-@dataclass(frozen=True)
-class WorldConfig:
-    """The shape of a reference world.
-
-    Args:
-        n_categories: hidden task categories (named "geometry", "dates", ... then "cat12", "cat13", ...).
-        tasks_per_category: tasks in each category.
-        n_methods: methods to choose from per category (one is right; at least 2, so a wrong one exists).
-        noise: probability a solve outcome flips, redrawn for every distinct text (a blocked category never flips).
-        base_rate: share of tasks solved even without their category's rule (fixed per task).
-        p_right, p_junk, p_contradict, p_duplicate: rates of the proposal kinds (they sum to 1).
-        seed: everything random derives from it.
-        train, val, test: split fractions (they sum to 1), applied within each category (and within its special
-            case, when it has one).
-        zipf: category sizes fall as 1/rank**zipf: the category of rank r (1-based) has
-            ``max(1, round(tasks_per_category / r**zipf))`` tasks (0: every category has `tasks_per_category`).
-        n_overrides: the first (largest) this many categories have a special case needing an override rule.
-        override_share: the share of such a category's tasks that are its special case (at least one).
-    """
-
-    n_categories: int = 8
-    tasks_per_category: int = 12
-    n_methods: int = 9
-    noise: float = 0.05
-    base_rate: float = 0.0
-    p_right: float = 0.5
-    p_junk: float = 0.2
-    p_contradict: float = 0.15
-    p_duplicate: float = 0.15
-    seed: int = 0
-    train: float = 0.5
-    val: float = 0.25
-    test: float = 0.25
-    zipf: float = 0.0
-    n_overrides: int = 0
-    override_share: float = 0.25
-
-    def __post_init__(self) -> None:
-        for name, low in (("n_categories", 1), ("tasks_per_category", 1), ("n_methods", 2), ("seed", None)):
-            integer(getattr(self, name), f"WorldConfig.{name}", low=low)
-        for name in _PROBABILITIES:
-            probability(getattr(self, name), f"WorldConfig.{name}")
-        for group in (("p_right", "p_junk", "p_contradict", "p_duplicate"), SPLITS):
-            total = sum(getattr(self, name) for name in group)
-            if not math.isclose(total, 1.0, abs_tol=1e-9):
-                raise ConfigError(f"WorldConfig: {' + '.join(group)} must sum to 1, got {total!r}")
-        number(self.zipf, "WorldConfig.zipf", low=0)
-        integer(self.n_overrides, "WorldConfig.n_overrides", low=0, high=self.n_categories)
-
-    def category_sizes(self) -> tuple[int, ...]:
-        """The number of tasks of each category, largest first (all `tasks_per_category` when zipf is 0)."""
-        if not self.zipf:
-            return (self.tasks_per_category,) * self.n_categories
-        return tuple(max(1, round(self.tasks_per_category / (rank + 1) ** self.zipf))
-                     for rank in range(self.n_categories))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config as a JSON-ready dict (`WorldConfig(**d)` rebuilds it)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+FORMAT_KEY = "format"
 
 
 @dataclass(frozen=True)
@@ -162,10 +90,11 @@ class ReferenceWorld:
         seed, count = self.config.seed, self.config.n_categories
         self.categories = tuple(CATEGORY_NAMES[i] if i < len(CATEGORY_NAMES) else f"cat{i:02d}" for i in range(count))
         self.methods: Mapping[str, int] = MappingProxyType(
-            {c: 1 + _pick(draw_float(seed, "method", c), self.config.n_methods) for c in self.categories})
+            {c: 1 + pick(draw_float(seed, "method", c), self.config.n_methods) for c in self.categories})
         self.overrides: Mapping[str, int] = MappingProxyType(
             {c + OVERRIDE_SUFFIX: self._other_method(c, "override method", self.methods[c])
              for c in self.categories[:self.config.n_overrides]})
+        self.format_method = self._other_method(FORMAT_KEY, "format method", 0) if self.config.format_share else None
         self.tasks: Mapping[str, WorldTask] = MappingProxyType(self._build_tasks())
         self.train, self.val, self.test = self._build_splits()
         self.artifact = Artifact("skills/solver", Kind.SKILL, "# Solver skill\n")
@@ -174,7 +103,7 @@ class ReferenceWorld:
     def _other_method(self, category: str, purpose: str, avoid: int) -> int:
         """A method of `category` other than `avoid`, drawn from (seed, purpose, category)."""
         others = [m for m in range(1, self.config.n_methods + 1) if m != avoid]
-        return others[_pick(draw_float(self.config.seed, purpose, category), len(others))]
+        return others[pick(draw_float(self.config.seed, purpose, category), len(others))]
 
     def _special_counts(self, sizes: tuple[int, ...]) -> dict[str, int]:
         """Category → how many of its tasks (those numbered first) are its special case."""
@@ -189,7 +118,7 @@ class ReferenceWorld:
         pairs.sort(key=lambda pair: draw_float(seed, "order", *pair))
         tasks = {}
         for index, (category, k) in enumerate(pairs):
-            a, b = (10 + _pick(draw_float(seed, "prompt", category, k, side), 90) for side in "ab")
+            a, b = (10 + pick(draw_float(seed, "prompt", category, k, side), 90) for side in "ab")
             task_id, is_special = f"t{index:04d}", k < special.get(category, 0)
             note = " (special case)" if is_special else ""
             tasks[task_id] = WorldTask(task_id, category, f"{category} problem {k + 1}{note}: solve the case "
@@ -226,9 +155,18 @@ class ReferenceWorld:
         except KeyError:
             raise InvalidEvidenceError(f"the reference world has no task {task_id!r}") from None
 
+    def format_rule(self) -> str | None:
+        """The format rule's line (None: this world has none)."""
+        return None if self.format_method is None else f"{FORMAT_KEY}: use method {self.format_method}"
+
+    def needs_format(self, task_id: str) -> bool:
+        """True if the task fails without the format rule (a `format_share` of tasks, drawn per task)."""
+        return draw_float(self.config.seed, "format", task_id) < self.config.format_share
+
     def _expected(self, key: str) -> int | None:
-        """The right method of a category or override key, None for any other key."""
-        return self.methods.get(key, self.overrides.get(key))
+        """The right method of a category, override or format key, None for any other key."""
+        found = self.methods.get(key, self.overrides.get(key))
+        return self.format_method if found is None and key == FORMAT_KEY else found
 
     def _is_right_value(self, key: str, value: str) -> bool:
         return normalise(value) == f"use method {self._expected(key)}"
@@ -254,8 +192,8 @@ class ReferenceWorld:
         is one of the easy ones (a fixed `base_rate` share of tasks, drawn from the seed and task id). A special
         case needs the category's rule and its override; with the rule alone it fails, with the override alone it
         is as if there were no rule. Either outcome flips with probability `noise`, drawn from (seed, task id,
-        SHA-256 of `text`): any edit, junk too, redraws the flips. A wrong rule (category or override) for the
-        task always fails, noise or not.
+        SHA-256 of `text`): any edit, junk too, redraws the flips. A wrong rule (category, override or format) for
+        the task always fails, noise or not. A task that needs the format rule fails without it, as if unsolved.
         """
         clean = self._clean(text, task_id)
         if clean is None:
@@ -267,12 +205,18 @@ class ReferenceWorld:
 
     def _clean(self, text: str, task_id: str) -> bool | None:
         """Whether skill `text` solves the task before the answer noise; None if a wrong rule blocks it."""
-        task = self.task(task_id)
+        task, rules = self.task(task_id), entries(text)
         try:
-            ruled = self._ruled(task, entries(text))
+            ruled = self._ruled(task, rules)
         except _Blocked:
             return None
-        return ruled if ruled is not None else draw_float(self.config.seed, "base", task_id) < self.config.base_rate
+        solved = ruled if ruled is not None else draw_float(self.config.seed, "base", task_id) < self.config.base_rate
+        if self.needs_format(task_id):
+            form = rules.get(FORMAT_KEY)
+            if form is not None and not self._is_right_value(FORMAT_KEY, form):
+                return None
+            solved = solved and form is not None
+        return solved
 
     def expected_score(self, text: str, split: str = "test") -> float:
         """The mean solve rate of skill `text` on a split averaged over the answer noise: what the text has
@@ -310,6 +254,7 @@ class ReferenceWorld:
         text = self.artifact.text
         rules = [self.right_rule(c) for c in self.categories]
         rules += [self.override_rule(c) for c in self.categories if c + OVERRIDE_SUFFIX in self.overrides]
+        rules += [line for line in (self.format_rule(),) if line is not None]
         return apply_ops(text, self.strategy.ops("\n".join(rules), text))
 
     def audit(self, text: str) -> dict[str, int]:
@@ -344,27 +289,30 @@ class ReferenceWorld:
                 key += OVERRIDE_SUFFIX
             right = self._expected(key)
             wrong = [m for m in range(1, self.config.n_methods + 1) if m != right]
-            return WorldProposal(f"{key}: use method {wrong[_pick(detail, len(wrong))]}", kind, task.category)
+            return WorldProposal(f"{key}: use method {wrong[pick(detail, len(wrong))]}", kind, task.category)
         if kind == "junk":
-            tip = JUNK_TIPS[_pick(draw_float(seed, "tip", task_id, draw), len(JUNK_TIPS))]
-            return WorldProposal(f"tip {1 + _pick(detail, 99)}: {tip}", kind, task.category)
+            tip = JUNK_TIPS[pick(draw_float(seed, "tip", task_id, draw), len(JUNK_TIPS))]
+            return WorldProposal(f"tip {1 + pick(detail, 99)}: {tip}", kind, task.category)
         present = [split_entry(s.text) for s in parse(Scope.KEY, text).segments if s.key is not None]
         if kind == "duplicate" and present:
-            entry = present[_pick(detail, len(present))]
+            entry = present[pick(detail, len(present))]
             return WorldProposal(f"{entry.key}: {entry.value}", kind, task.category)
         return WorldProposal(self._right_text(task, text, draw), kind, task.category)
 
     def _right_text(self, task: WorldTask, text: str, draw: int) -> str:
         """The right answer to `task`: its category's rule; for a special case, the override once the rule is
         there, else the rule, the override alone or both lines (a third each)."""
-        base = self.right_rule(task.category)
+        base, form = self.right_rule(task.category), self.format_rule()
+        if form is not None and self.needs_format(task.id) and entries(text).get(FORMAT_KEY) is None \
+                and draw_float(self.config.seed, "format proposal", task.id, draw) < 0.5:
+            return form
         if not task.special:
             return base
         override = self.override_rule(task.category)
         value = entries(text).get(task.category)
         if value is not None and self._is_right_value(task.category, value):
             return override
-        choice = _pick(draw_float(self.config.seed, "pair", task.id, draw), 3)
+        choice = pick(draw_float(self.config.seed, "pair", task.id, draw), 3)
         return (base, override, f"{base}\n{override}")[choice]
 
     # -- reading ops -------------------------------------------------------------------------------------------
