@@ -79,6 +79,7 @@ class ReferenceWorld:
         methods: category → its correct method number.
         overrides: override key (``<category> exception``) → its correct method, for the categories that have a
             special case (none by default).
+        format_method: the format rule's method (None: the world has no format rule).
         tasks: task id → `WorldTask`.
         train, val, test: task ids of each split (sorted, stratified by category, disjoint, covering all tasks).
         artifact: the skill being trained, ``Artifact("skills/solver", Kind.SKILL, "# Solver skill\\n")``.

@@ -1,5 +1,5 @@
-"""`WorldConfig`: the shape of a reference world (`testing.world`), and the seeded draws everything in it comes from.
-"""
+"""`WorldConfig`: the shape of a reference world (`testing.world`), and the seeded draws everything in it comes
+from (`draw_float`, `pick`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from agentgrad.errors import ConfigError
 SPLITS = ("train", "val", "test")
 _PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test",
                   "override_share", "format_share")
+
 
 def draw_float(*parts: object) -> float:
     """A uniform number in [0, 1) that depends only on `parts` (SHA-256 of their joined text)."""
