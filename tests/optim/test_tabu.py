@@ -106,6 +106,8 @@ def test_state_dict_round_trips_and_behaves_the_same_after_reload() -> None:
     {"entries": [["fp", "d1"], ["fp", "d2"]]},
     {"hits": -1},
     {"pardoned": ["fp", 3]},
+    {"lapse": [["fp", -1]]},
+    {"lapse": [["fp"]]},
 ])
 def test_loading_a_malformed_state_dict_raises(bad: dict[str, object]) -> None:
     with pytest.raises(StateDictError):
@@ -196,3 +198,42 @@ def test_a_harmful_verdict_on_a_change_that_won_more_than_it_lost_is_not_made_ta
     state = stage.observe(decisions, stage.init(), Context({}))
     assert not is_tabu(state, trade)  # it may come back on a later head
     assert is_tabu(state, loser)
+
+
+def _at(version: int) -> Context:
+    return Context({AID: Head(version, "")})
+
+
+def test_a_change_turned_down_without_harm_may_be_tried_again_once_the_head_has_moved_on() -> None:
+    stage = tabu(renew=3)
+    original = cand("- format: use method 5")
+    state = stage.observe([decide(original, Outcome.REJECTED)], stage.init(), _at(2))
+    for version in (2, 3, 4):  # judged on version 2: banned while the head is within 3 versions of it
+        assert is_tabu(state, cand("- FORMAT: use method 5", base=version).diff)
+        batch, _ = stage.update(Batch((cand("- format: use method 5", base=version),)), state, _at(version))
+        assert batch.decisions and batch.decisions[0].outcome is Outcome.TABU
+    again = cand("- format: use method 5", author="bob", base=5)
+    assert not is_tabu(state, again.diff)
+    batch, _ = stage.update(Batch((again,)), state, _at(5))
+    assert batch.decisions == () and batch.candidates == (again,)
+    # turned down again on version 5: banned again, from there
+    state = stage.observe([decide(again, Outcome.REJECTED)], state, _at(5))
+    assert is_tabu(state, cand("- format: use method 5", base=7).diff)
+    assert not is_tabu(state, cand("- format: use method 5", base=8).diff)
+    assert dict(state.entries)[fingerprint(again.diff)] == again.diff.id
+
+
+@pytest.mark.parametrize("outcome", [Outcome.DROPPED, Outcome.REVERTED])
+def test_drops_reverts_and_harm_are_banned_for_good(outcome: Outcome) -> None:
+    stage = tabu(renew=3)
+    dropped = cand("- check the units")
+    state = stage.observe([decide(dropped, outcome)], stage.init(), _at(0))
+    harmful = cand("- guess")
+    verdict_ = verdict(harmful, Outcome.REJECTED, "acceptance", "harmful", {"harmful": 1.0, "wins": 0.0,
+                                                                          "losses": 4.0, "n": 8.0, "p": 0.0})
+    state = stage.observe([verdict_], state, _at(0))
+    assert is_tabu(state, cand("- check the units", base=100).diff)
+    assert is_tabu(state, cand("- guess", base=100).diff)
+    assert tabu(renew=None).observe([decide(dropped, Outcome.REJECTED)], stage.init(), _at(0)).lapse == ()
+    with pytest.raises(ValueError, match="renew"):
+        tabu(renew=0)

@@ -31,6 +31,7 @@ def default(
     first_share: float = 0.7,
     promise: float = 0.8,
     rule: str = "sign",
+    renew: int | None = 3,
 ) -> Stage[ChainState]:
     """The default aggregator: tabu, governance, staleness, trust region, conflicts, fusion, acceptance.
 
@@ -44,12 +45,13 @@ def default(
         looks, first_share, promise: how evidence accumulates over looks (`accept_if`).
         rule: "sign" (`accept_if`) or "mean" (`accept_if_better`: a mean gain above `margin`, no significance
             test; the published GEPA loop's admission).
+        renew: a ban for want of significance lapses after the head moves this many versions (`tabu`).
     """
     if rule not in ("sign", "mean"):
         raise ConfigError(f"default: rule must be 'sign' or 'mean', got {rule!r}")
     risk = constant(delta) if isinstance(delta, float) else delta
     return chain(
-        tabu(),
+        tabu(renew=renew),
         govern(),
         drop_stale(alpha_max=alpha_max),
         limit_size(max_ops=max_ops, max_chars=max_chars),

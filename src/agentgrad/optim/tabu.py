@@ -1,8 +1,14 @@
-"""`tabu`: never evaluate again a change that was already turned down (rejected, dropped or reverted).
+"""`tabu`: do not evaluate again a change that was turned down (rejected, dropped or reverted) on the head of its day.
 
 Changes are compared by `fingerprint`, which ignores case, white space, op order, base version and author, so a
 worker re-proposing a rejected rule in other words of the same normal form is caught before it costs gate calls.
 The memory is bounded: past `max_size` fingerprints the oldest is forgotten first.
+
+A change turned down only for want of significance (no harm found) was judged against the head of its day, and
+its gain may need a rule that had not landed yet: a format rule is worth little until the rules it formats are
+there. Its ban lapses once the head has moved `renew` versions past the one it was judged on; a proposal of it
+after that is evaluated afresh (and, turned down again, banned again from that head on). Harm, drops and reverts
+never lapse.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentgrad.core._checks import integer
+from agentgrad.core._checks import integer, is_integer
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.errors import ConfigError, StateDictError
@@ -30,26 +36,35 @@ class TabuState:
         hits: how many candidates were skipped as tabu.
         pardoned: fingerprints of changes rejected once with wins and no loss (`_thin`), oldest first: the next
             such rejection makes them tabu.
+        lapse: (fingerprint, head version) for bans that end once the head reaches that version.
     """
 
     entries: tuple[tuple[str, str], ...] = ()
     hits: int = 0
     pardoned: tuple[str, ...] = ()
+    lapse: tuple[tuple[str, int], ...] = ()
     _index: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _lapse: Mapping[str, int] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         entries = tuple((str(fp), str(diff_id)) for fp, diff_id in self.entries)
         object.__setattr__(self, "entries", entries)
         object.__setattr__(self, "_index", dict(entries))
+        object.__setattr__(self, "lapse", tuple((str(fp), int(v)) for fp, v in self.lapse))
+        object.__setattr__(self, "_lapse", dict(self.lapse))
 
-    def earlier(self, fp: str) -> str | None:
-        """The id of the diff turned down with fingerprint `fp`, or None."""
+    def earlier(self, fp: str, version: int | None = None) -> str | None:
+        """The id of the diff turned down with fingerprint `fp`, or None (also when its tabu has lapsed by head
+        `version`)."""
+        ends = self._lapse.get(fp)
+        if ends is not None and version is not None and version >= ends:
+            return None
         return self._index.get(fp)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `TabuState.load` reverses it."""
         return {"entries": [[fp, diff_id] for fp, diff_id in self.entries], "hits": self.hits,
-                "pardoned": list(self.pardoned)}
+                "pardoned": list(self.pardoned), "lapse": [[fp, v] for fp, v in self.lapse]}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> TabuState:
@@ -65,7 +80,13 @@ class TabuState:
         pardoned = data.get("pardoned", [])
         if not isinstance(pardoned, list) or not all(isinstance(x, str) and x for x in pardoned):
             raise StateDictError(f"{NAME}: 'pardoned' must be a list of fingerprints")
-        return cls(tuple((e[0], e[1]) for e in entries), hits, tuple(pardoned))
+        lapse = data.get("lapse", [])
+        if not isinstance(lapse, list) or not all(
+                isinstance(e, (list, tuple)) and len(e) == 2 and isinstance(e[0], str) and is_integer(e[1], low=0)
+                for e in lapse):
+            raise StateDictError(f"{NAME}: 'lapse' must be a list of [fingerprint, version] pairs")
+        return cls(tuple((e[0], e[1]) for e in entries), hits, tuple(pardoned),
+                   tuple((e[0], int(e[1])) for e in lapse))
 
 
 def _against(decision: Decision) -> bool:
@@ -104,41 +125,57 @@ def is_tabu(state: TabuState, diff: Diff) -> bool:
 
     A runtime calls it before evaluating a proposal, to spend no gate calls on a known reject.
     """
-    return state.earlier(fingerprint(diff)) is not None
+    return state.earlier(fingerprint(diff), diff.base_version) is not None
 
 
-def tabu(*, max_size: int = 10_000) -> Stage[TabuState]:
+def tabu(*, max_size: int = 10_000, renew: int | None = 3) -> Stage[TabuState]:
     """A stage that marks TABU every candidate whose fingerprint was already turned down.
 
     Args:
         max_size: most fingerprints remembered; the oldest is forgotten first.
+        renew: a change rejected for want of significance, with no harm, is tabu until the head has moved this
+            many versions past the one it was judged on (None: for good).
     State: `TabuState` (fingerprint → diff id, oldest first, and the hit count). `observe` learns the
     fingerprints of REJECTED, DROPPED and REVERTED decisions.
     """
     if max_size < 1:
         raise ConfigError(f"{NAME}: max_size must be >= 1, got {max_size}")
+    if renew is not None:
+        integer(renew, f"{NAME}: renew", low=1)
 
     def update(batch: Batch, state: TabuState, ctx: Context) -> tuple[Batch, TabuState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
         for candidate in batch.candidates:
-            earlier = state.earlier(fingerprint(candidate.diff))
+            head = ctx.heads.get(candidate.diff.artifact_id)
+            earlier = state.earlier(fingerprint(candidate.diff), None if head is None else head.version)
             if earlier is not None:
                 reason = f"the same change as {earlier}, which was already turned down"
                 verdicts[candidate.diff.id] = (candidate, verdict(candidate, Outcome.TABU, NAME, reason))
         return batch.settle(verdicts), replace(state, hits=state.hits + len(verdicts))
 
     def observe(decisions: Sequence[Decision], state: TabuState, ctx: Context) -> TabuState:
-        entries, pardoned = dict(state.entries), dict.fromkeys(state.pardoned)
+        entries, pardoned, lapse = dict(state.entries), dict.fromkeys(state.pardoned), dict(state.lapse)
         for decision in decisions:
             fp = decision.fingerprint
-            if not fp or fp in entries or not _against(decision):
+            head = ctx.heads.get(decision.artifact_id)
+            version = None if head is None else head.version
+            ends = lapse.get(fp)
+            standing = fp in entries and (ends is None or version is None or version < ends)
+            if not fp or standing or not _against(decision):
                 continue
             if _thin(decision) and fp not in pardoned:
                 pardoned[fp] = None
                 continue
+            entries.pop(fp, None)  # a lapsed entry turned down again counts from now on
             entries[fp] = decision.diff_id
             pardoned.pop(fp, None)
-        kept = list(entries.items())[-max_size:]
-        return replace(state, entries=tuple(kept), pardoned=tuple(list(pardoned)[-max_size:]))
+            if renew is not None and version is not None and decision.outcome is Outcome.REJECTED \
+                    and decision.numbers.get("harmful", 0.0) == 0:
+                lapse[fp] = version + renew
+            else:
+                lapse.pop(fp, None)
+        kept = dict(list(entries.items())[-max_size:])
+        return replace(state, entries=tuple(kept.items()), pardoned=tuple(list(pardoned)[-max_size:]),
+                       lapse=tuple((fp, v) for fp, v in lapse.items() if fp in kept))
 
     return Stage(NAME, TabuState, update, TabuState.load, observe)

@@ -116,6 +116,8 @@ class Acceptance:
             loop's admission; no guard against answer noise; delta, looks, first_share and promise are unused).
             The mean is decided on the whole plan, so it needs `GateConfig(early_stop=False)` (which turns
             futility off too).
+        renew: a change rejected for want of significance, with no harm, may be tried again once the head has
+            moved this many versions on (`optim.tabu`; None: never).
     """
 
     delta: float | Schedule = 0.05
@@ -124,9 +126,12 @@ class Acceptance:
     first_share: float = 0.7
     promise: float = 0.8
     rule: str = "sign"
+    renew: int | None = 3
 
     def __post_init__(self) -> None:
         check_looks(self.looks, self.first_share, self.promise)
+        if self.renew is not None:
+            integer(self.renew, "Acceptance.renew", low=1)
         one_of(self.rule, "Acceptance.rule", RULES)
         number(self.margin, "Acceptance.margin", low=0.0, below=1.0)
         delta_schedule(self.delta)  # the check evolve() makes, made when the value is built
@@ -223,7 +228,7 @@ class RunConfig:
                          "early_stop": g.early_stop,
                          "max_examples": g.max_examples, "focus": g.focus, "pool": g.pool, "small": g.small},
                 "acceptance": {"delta": delta, "margin": a.margin, "looks": a.looks, "first_share": a.first_share,
-                               "promise": a.promise, "rule": a.rule},
+                               "promise": a.promise, "rule": a.rule, "renew": a.renew},
                 "trust_region": {"max_ops": self.trust_region.max_ops, "max_chars": self.trust_region.max_chars},
                 "timeout": self.timeout,
                 "asynchronous": self.asynchronous, "seed": self.seed, "max_batch": self.max_batch,

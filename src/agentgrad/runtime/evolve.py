@@ -194,7 +194,7 @@ def _aggregator(config: RunConfig, strategy: Strategy) -> Aggregator:
     region = config.trust_region
     return Aggregator(default(delta=a.delta, margin=a.margin, alpha_max=alpha, contradicts=strategy.contradicts,
                               looks=a.looks, first_share=a.first_share, promise=a.promise, max_ops=region.max_ops,
-                              max_chars=region.max_chars, rule=a.rule))
+                              max_chars=region.max_chars, rule=a.rule, renew=a.renew))
 
 
 def evolve(tasks: Sequence[Task] | Splits, reward: Callable[..., Any], *, run: Callable[..., Any] | None = None,

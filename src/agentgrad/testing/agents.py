@@ -19,7 +19,8 @@ import anyio
 from agentgrad.core.artifact import content_hash
 from agentgrad.data.splits import Splits
 from agentgrad.data.task import Task
-from agentgrad.testing.world import ReferenceWorld, draw_float
+from agentgrad.testing.world import ReferenceWorld
+from agentgrad.testing.worldconfig import draw_float
 
 _NORMAL = statistics.NormalDist()
 
