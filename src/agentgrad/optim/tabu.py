@@ -120,6 +120,34 @@ def _thin(decision: Decision) -> bool:
             and numbers.get("wins", 0.0) > 0 and numbers.get("losses", 0.0) == 0)
 
 
+def _learned(state: TabuState, decisions: Sequence[Decision], ctx: Context, *, renew: int | None,
+             max_size: int) -> TabuState:
+    """`state` with the changes `decisions` turned down banned (the first thin rejection pardoned; a rejection for
+    want of significance with no harm banned until the head reaches `renew` versions past the one of its day)."""
+    entries, pardoned, lapse = dict(state.entries), dict.fromkeys(state.pardoned), dict(state.lapse)
+    for decision in decisions:
+        fp = decision.fingerprint
+        head = ctx.heads.get(decision.artifact_id)
+        version = None if head is None else head.version
+        ends = lapse.get(fp)
+        standing = fp in entries and (ends is None or version is None or version < ends)
+        if not fp or standing or not _against(decision):
+            continue
+        if _thin(decision) and fp not in pardoned:
+            pardoned[fp] = None
+            continue
+        entries.pop(fp, None)  # a lapsed ban turned down again counts from now on
+        entries[fp] = decision.diff_id
+        pardoned.pop(fp, None)
+        lapse.pop(fp, None)
+        if renew is not None and version is not None and decision.outcome is Outcome.REJECTED \
+                and decision.numbers.get("harmful", 0.0) == 0:
+            lapse[fp] = version + renew
+    kept = dict(list(entries.items())[-max_size:])
+    return replace(state, entries=tuple(kept.items()), pardoned=tuple(list(pardoned)[-max_size:]),
+                   lapse=tuple((fp, v) for fp, v in lapse.items() if fp in kept))
+
+
 def is_tabu(state: TabuState, diff: Diff) -> bool:
     """True if a change equal to `diff` (same fingerprint) was already rejected, dropped or reverted.
 
@@ -135,8 +163,8 @@ def tabu(*, max_size: int = 10_000, renew: int | None = 3) -> Stage[TabuState]:
         max_size: most fingerprints remembered; the oldest is forgotten first.
         renew: a change rejected for want of significance, with no harm, is tabu until the head has moved this
             many versions past the one it was judged on (None: for good).
-    State: `TabuState` (fingerprint → diff id, oldest first, and the hit count). `observe` learns the
-    fingerprints of REJECTED, DROPPED and REVERTED decisions.
+    State: `TabuState` (fingerprint → diff id, oldest first, the hit count, the pardons and the lapsing bans).
+    `observe` learns the fingerprints of REJECTED, DROPPED and REVERTED decisions.
     """
     if max_size < 1:
         raise ConfigError(f"{NAME}: max_size must be >= 1, got {max_size}")
@@ -154,28 +182,6 @@ def tabu(*, max_size: int = 10_000, renew: int | None = 3) -> Stage[TabuState]:
         return batch.settle(verdicts), replace(state, hits=state.hits + len(verdicts))
 
     def observe(decisions: Sequence[Decision], state: TabuState, ctx: Context) -> TabuState:
-        entries, pardoned, lapse = dict(state.entries), dict.fromkeys(state.pardoned), dict(state.lapse)
-        for decision in decisions:
-            fp = decision.fingerprint
-            head = ctx.heads.get(decision.artifact_id)
-            version = None if head is None else head.version
-            ends = lapse.get(fp)
-            standing = fp in entries and (ends is None or version is None or version < ends)
-            if not fp or standing or not _against(decision):
-                continue
-            if _thin(decision) and fp not in pardoned:
-                pardoned[fp] = None
-                continue
-            entries.pop(fp, None)  # a lapsed entry turned down again counts from now on
-            entries[fp] = decision.diff_id
-            pardoned.pop(fp, None)
-            if renew is not None and version is not None and decision.outcome is Outcome.REJECTED \
-                    and decision.numbers.get("harmful", 0.0) == 0:
-                lapse[fp] = version + renew
-            else:
-                lapse.pop(fp, None)
-        kept = dict(list(entries.items())[-max_size:])
-        return replace(state, entries=tuple(kept.items()), pardoned=tuple(list(pardoned)[-max_size:]),
-                       lapse=tuple((fp, v) for fp, v in lapse.items() if fp in kept))
+        return _learned(state, decisions, ctx, renew=renew, max_size=max_size)
 
     return Stage(NAME, TabuState, update, TabuState.load, observe)
