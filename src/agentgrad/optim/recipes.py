@@ -31,7 +31,7 @@ def default(
     first_share: float = 0.7,
     promise: float = 0.8,
     rule: str = "sign",
-    renew: int | None = 3,
+    renew: int | None = 1,
 ) -> Stage[ChainState]:
     """The default aggregator: tabu, governance, staleness, trust region, conflicts, fusion, acceptance.
 

@@ -156,7 +156,7 @@ def is_tabu(state: TabuState, diff: Diff) -> bool:
     return state.earlier(fingerprint(diff), diff.base_version) is not None
 
 
-def tabu(*, max_size: int = 10_000, renew: int | None = 3) -> Stage[TabuState]:
+def tabu(*, max_size: int = 10_000, renew: int | None = 1) -> Stage[TabuState]:
     """A stage that marks TABU every candidate whose fingerprint was already turned down.
 
     Args:

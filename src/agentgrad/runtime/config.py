@@ -126,7 +126,7 @@ class Acceptance:
     first_share: float = 0.7
     promise: float = 0.8
     rule: str = "sign"
-    renew: int | None = 3
+    renew: int | None = 1
 
     def __post_init__(self) -> None:
         check_looks(self.looks, self.first_share, self.promise)
