@@ -149,7 +149,8 @@ def _learned(state: TabuState, decisions: Sequence[Decision], ctx: Context, *, r
 
 
 def is_tabu(state: TabuState, diff: Diff) -> bool:
-    """True if a change equal to `diff` (same fingerprint) was already rejected, dropped or reverted.
+    """True if a change equal to `diff` (same fingerprint) was already rejected, dropped or reverted, and its ban
+    has not lapsed by `diff`'s base version.
 
     A runtime calls it before evaluating a proposal, to spend no gate calls on a known reject.
     """

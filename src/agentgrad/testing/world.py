@@ -29,9 +29,8 @@ from agentgrad.core.ops import Op
 from agentgrad.core.units import Scope, normalise, parse
 from agentgrad.errors import ConfigError, InvalidEvidenceError
 from agentgrad.strategies.keyed import KeyedRules, entries, split_entry
-from agentgrad.testing.worldconfig import SPLITS, pick
+from agentgrad.testing.worldconfig import SPLITS, draw_float, pick
 from agentgrad.testing.worldconfig import WorldConfig as WorldConfig  # re-exported: its home before
-from agentgrad.testing.worldconfig import draw_float as draw_float
 
 ProposalKind = Literal["right", "junk", "contradict", "duplicate"]
 KINDS: tuple[ProposalKind, ...] = ("right", "junk", "contradict", "duplicate")
