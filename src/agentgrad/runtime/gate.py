@@ -272,16 +272,9 @@ class Gate:
         `windowed` scores them through a sliding window instead, which keeps slots busy under heavy-tailed latency.
         The evidence is `full` when it covers the whole validation split.
         """
-        given = dict(known or {})
-        focus, rest = self.plan(base_text, base_version, origin, looks)
-        focus = list(dict.fromkeys([*focus, *(t for t in given_focus if t in given or t in self.pool)]))
-        noise = self.noise()
-        if focus and not given_focus and not self._can_pass(len(focus), delta, noise):
-            focus, rest = [], [*focus, *rest]  # too few tasks like the origin to ever show a gain: look everywhere
-        lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
-        rest = [t for t in rest if t not in given and t not in set(lead)]
-        if not full:
-            rest = self._trimmed(rest, focus, given, len(lead), looks)
+        given, noise = dict(known or {}), self.noise()
+        focus, lead, rest = self._order(base_text, base_version, origin, looks, delta=delta, noise=noise,
+                                        full=full, given=given, first=first, given_focus=given_focus)
         lone = (not full and looks == 1 and not focus and origin is not None and not given and not first
                 and self.config.early_stop and self.config.max_examples is not None)  # else: the plan asked for
         order = lead + rest
@@ -302,6 +295,21 @@ class Gate:
                                base_version=base_version, full=complete,
                                focus=tuple(t for t in focus if t in scores), far=tuple(far),
                                calibrated=look.calibrated)
+
+    def _order(self, base_text: str, base_version: int, origin: str | None, looks: int, *, delta: float,
+               noise: NoiseEstimate | None, full: bool, given: Mapping[str, tuple[float, float]],
+               first: Sequence[str], given_focus: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+        """The focus of `evidence`'s plan, the tasks to score first (`first`, then the focus) and the rest, those
+        already in `given` left out; the focus is dropped when too few tasks are like the origin to show a gain."""
+        focus, rest = self.plan(base_text, base_version, origin, looks)
+        focus = list(dict.fromkeys([*focus, *(t for t in given_focus if t in given or t in self.pool)]))
+        if focus and not given_focus and not self._can_pass(len(focus), delta, noise):
+            focus, rest = [], [*focus, *rest]  # too few tasks like the origin to ever show a gain: look everywhere
+        lead = [t for t in dict.fromkeys([*first, *focus]) if t not in given]
+        rest = [t for t in rest if t not in given and t not in set(lead)]
+        if not full:
+            rest = self._trimmed(rest, focus, given, len(lead), looks)
+        return focus, lead, rest
 
     def _can_pass(self, rows: int, delta: float, noise: NoiseEstimate | None) -> bool:
         """True if wins on `rows` gain rows (and no loss) can pass the test the gate would pick for them."""
