@@ -95,6 +95,23 @@ def test_a_hung_command_is_killed_with_its_whole_process_group(tmp_path: Path, i
     assert gone_soon(int(pid_file.read_text()))
 
 
+def test_a_call_cancelled_while_its_process_starts_still_kills_the_process(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    agent = CommandAgent([PY, "-c", hanging_script(pid_file, False)], timeout=30, grace=0.2)
+
+    async def cancel_at_once() -> None:
+        task = asyncio.create_task(agent.complete(USER))
+        await asyncio.sleep(0)  # the call is inside the spawn, waiting for the pipes
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_at_once())
+    assert agent.last_pid is not None and not alive(agent.last_pid)
+    if pid_file.exists() and pid_file.read_text():
+        assert gone_soon(int(pid_file.read_text()))
+
+
 def test_a_cancelled_call_leaves_no_process_behind(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     agent = CommandAgent([PY, "-c", hanging_script(pid_file, False)], timeout=30, grace=0.2)

@@ -69,11 +69,7 @@ class CommandAgent:
         inline = any(PLACEHOLDER in a for a in self.argv)
         argv = [a.replace(PLACEHOLDER, prompt) for a in self.argv] if inline else list(self.argv)
         start = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL if inline else asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=self.cwd, env=self.env,
-            start_new_session=True)
-        self.last_pid = proc.pid
+        proc = await self._spawn(argv, inline)
         try:
             out, err = await asyncio.wait_for(proc.communicate(None if inline else prompt.encode()), timeout)
         except asyncio.TimeoutError:
@@ -87,6 +83,24 @@ class CommandAgent:
                                 status=proc.returncode, excerpt=excerpt(err))
         return self._completion(out.decode("utf-8", "replace"), str(params.get("model") or self.name),
                                 time.perf_counter() - start)
+
+    async def _spawn(self, argv: Sequence[str], inline: bool) -> asyncio.subprocess.Process:
+        """Start the command in a process group of its own. A call cancelled while the process starts still waits
+        for it to exist and kills its group, so no process (or grandchild) outlives the call."""
+        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL if inline else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=self.cwd, env=self.env,
+            start_new_session=True))
+        try:
+            proc = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            with contextlib.suppress(OSError):  # it could not start: nothing to clean up, the cancel stands
+                started = await starting
+                self.last_pid = started.pid
+                await self._kill_group(started)
+            raise
+        self.last_pid = proc.pid
+        return proc
 
     def _completion(self, stdout: str, model: str, latency: float) -> Completion:
         parsed = self.parse(stdout) if self.parse is not None else stdout
