@@ -95,3 +95,14 @@ def test_a_proposal_left_unevaluated_for_want_of_budget_does_not_hold_the_rollou
         assert not engine.pacing.explore_allowed()
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_no_free_task_is_none_and_a_pick_then_falls_back_to_the_shuffles_task(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        assert engine.pacing.free_task(0) == engine.pacing.pick_task(0)
+        for task in engine.train:
+            engine.pacing.await_proposal(task)
+        assert engine.pacing.free_task(0) is None
+        assert engine.pacing.pick_task(0) in engine.train  # a forced pick still gets a task
+
+    helpers.on_engine(tmp_path / "run", body)

@@ -117,6 +117,16 @@ class Pacing:
         head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
         (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
         when every one is passed over. In section-parallel mode, only tasks of the sections `worker` owns."""
+        found, fallback = self._scan(index, avoid, worker)
+        return fallback if found is None else found
+
+    def free_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str | None:
+        """`pick_task`'s task, or None when every task is passed over (solved, busy or in `avoid`)."""
+        return self._scan(index, avoid, worker)[0]
+
+    def _scan(self, index: int, avoid: Collection[str], worker: int | None) -> tuple[str | None, str]:
+        """The first task from position `index` of the shuffle that is not passed over (None if every one is), and
+        the task at `index` itself."""
         busy, solved = self._busy(), self._solver()
         epoch, position = divmod(index, len(self.train))
         order = self._order(epoch)
@@ -128,8 +138,8 @@ class Pacing:
             after = order[:position]
         for task in itertools.chain(order[position:], after):
             if task not in avoid and task not in busy and not solved(task):
-                return task
-        return order[position]
+                return task, order[position]
+        return None, order[position]
 
     def reused_rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout | None:
         """The rollout of `snapshot` on `task_id` from the output the gate already has of it, or None."""

@@ -72,6 +72,20 @@ def _affordable(engine: Engine, kind: str, wanted: int) -> int:
     return wanted
 
 
+def _picks(engine: Engine, round_no: int, n: int) -> list[tuple[int, str]]:
+    """(worker, task) for the round's rollouts: up to `n` workers, each on a task no other rollout of the round has
+    and that the head does not solve and no open work came from (`Pacing.free_task`). A worker with no such task
+    sits the round out (its rollout would only repeat work), except the first, so that a round always rolls out."""
+    picks: list[tuple[int, str]] = []
+    for w in range(n):
+        index, avoid = round_no * engine.config.workers.rollout + w, [task for _, task in picks]
+        task = engine.pacing.free_task(index, avoid=avoid, worker=w)
+        if task is None and picks:
+            continue
+        picks.append((w, engine.pacing.pick_task(index, avoid=avoid, worker=w) if task is None else task))
+    return picks
+
+
 async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate]:
     """Phases 1-3 of a round; returns the candidates for the aggregator in a fixed order."""
     workers = engine.config.workers
@@ -79,10 +93,9 @@ async def run_round(engine: Engine, round_no: int, held: Work) -> list[Candidate
     n = _affordable(engine, "rollouts", workers.rollout) if not engine.idle() else 0
     while n > 0 and not engine.pacing.explore_allowed(n - 1):  # the calls left are for judging
         n -= 1
-    tasks: list[str] = []
-    for w in range(n):
-        tasks.append(engine.pacing.pick_task(round_no * workers.rollout + w, avoid=tasks, worker=w))
-    rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in enumerate(tasks)],
+    picks = _picks(engine, round_no, n)
+    tasks = [task for _, task in picks]
+    rollouts = await _gather([partial(engine.rollout, f"worker-{w}", snapshot, task) for w, task in picks],
                              limit=workers.rollout, order=start_order(engine, tasks))
     failing = [r for r in rollouts if r is not None and r.reward < 1.0]
     engine.journal.counts["passed_rollouts"] += sum(1 for r in rollouts if r is not None and r.reward >= 1.0)
