@@ -356,7 +356,7 @@ class Gate:
 
     async def reverify(self, diff_id: str, texts: tuple[str, str], base_version: int, old: Evidence,
                        touched: Collection[str], *, delta: float, windowed: bool = False,
-                       looks: int = 1, origin: str | None = None) -> Evidence:
+                       looks: int = 1, origin: str | None = None, spread: bool = False) -> Evidence:
         """Evidence on a new head for a candidate scored on an older one (or getting another look), re-scoring only
         what can have moved.
 
@@ -364,7 +364,8 @@ class Gate:
         the head moved) a spot check of `SPOT_CHECK` of the candidate's own wins and losses (a head that already
         has its effect shows there); every other row is carried over as it is (assuming no interaction where the
         commits in between made no difference; an edit of the same unit is a conflict and never gets here). Then,
-        as in `evidence`, more tasks are scored only while the verdict is open (up to the look's plan).
+        as in `evidence`, more tasks are scored only while the verdict is open (up to the look's plan). With
+        `spread`, the plan has no focus: the gain is looked for on every task, as for a change with no origin.
         """
         moved = old.base_version != base_version  # on the same head every old row is still exact
         spot = set(sorted(r.task_id for r in old.rows if r.delta != 0)[:SPOT_CHECK]) if moved else set()
@@ -373,4 +374,5 @@ class Gate:
         redo = [r.task_id for r in old.rows if r.task_id not in keep]
         self.tasks_carried += len(keep)
         return await self.evidence(diff_id, texts[0], base_version, texts[1], delta=delta, windowed=windowed,
-                                   known=keep, first=redo, looks=looks, given_focus=old.focus, origin=origin)
+                                   known=keep, first=redo, looks=looks, given_focus=() if spread else old.focus,
+                                   origin=None if spread else origin)

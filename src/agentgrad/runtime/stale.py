@@ -129,7 +129,18 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     looks = candidate.looks + (outcome is Outcome.EXTEND)
     if outcome is Outcome.EXTEND:
         engine.journal.counts["extended"] += 1
-    return await reverify(engine, proposed, candidate.evidence, looks=looks, origin=candidate.origin)
+    return await reverify(engine, proposed, candidate.evidence, looks=looks, origin=candidate.origin,
+                          spread=_spreads(engine, proposed, candidate, outcome))
+
+
+def _spreads(engine: Engine, proposed: Proposed, candidate: Candidate, outcome: Outcome) -> bool:
+    """True if a change that holds its origin task (a demonstration, never replicated) is looked at again on every
+    task: its focus has no task left to add, or an earlier look already spread."""
+    if not candidate.shows_origin or candidate.origin is None:
+        return False
+    if not candidate.evidence.focus:
+        return candidate.looks > 1  # it spread before: it stays spread
+    return outcome is Outcome.EXTEND and _focus_exhausted(engine, proposed, candidate)
 
 
 def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -> bool:
@@ -144,7 +155,7 @@ def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -
 
 
 async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: int = 1,
-                   origin: str | None = None) -> Candidate | None:
+                   origin: str | None = None, spread: bool = False) -> Candidate | None:
     """Re-check, on the current head, a candidate whose evidence was gathered on an older one or that gets another
     look: only the tasks that carried its effect and those the commits in between changed are scored again
     (`Gate.reverify`; on an unchanged head those scores are cached), then new tasks while the verdict is open.
@@ -158,7 +169,8 @@ async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: 
     texts = (base.text, apply(diff, base.text))
     evidence = await engine.gate.reverify(diff.id, texts, base.version, old, changed,
                                           delta=engine.look_delta(base.version, looks),
-                                          windowed=engine.policy.windowed, looks=looks, origin=origin)
+                                          windowed=engine.policy.windowed, looks=looks, origin=origin,
+                                          spread=spread)
     engine.journal.counts["reverified"] += 1
     return Candidate(diff, evidence, looks=looks, origin=origin, shows_origin=engine.shows_origin(diff, origin))
 
