@@ -135,7 +135,8 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
 
 def _spreads(engine: Engine, proposed: Proposed, candidate: Candidate, outcome: Outcome) -> bool:
     """True if a change that holds its origin task (a demonstration, never replicated) is looked at again on every
-    task: its focus has no task left to add, or an earlier look already spread."""
+    task: its focus has no task left to add, or past its first look its evidence has no focus (it spread before,
+    or never had tasks like its origin), so a later look does not bring a focus back."""
     if not candidate.shows_origin or candidate.origin is None:
         return False
     if not candidate.evidence.focus:
