@@ -118,3 +118,28 @@ def test_at_most_earlier_versions_are_tried_and_siblings_come_first() -> None:
     many = [Earlier(v, f"v{v}") for v in range(EARLIER + 3, 0, -1)]
     parking.release(fresh, lambda: many)
     assert tried[0] is None and isinstance(tried[1], Diff) and tried[2:] == many[:EARLIER]
+
+
+def test_a_sibling_that_keeps_the_head_whole_comes_before_a_newer_one_that_rewrites_it() -> None:
+    parking = Parking()
+    keep, rewrite = candidate("keep").diff, candidate("rewrite").diff
+    parking.offer([keep, rewrite])  # newest first: rewrite, keep
+    parking.park(candidate("a"))
+    (released,) = parking.release(lambda c, sibling: isinstance(sibling, Diff), keeps=lambda d: d.id != "rewrite")
+    assert parking.siblings[released.diff.id] == keep
+
+
+def test_a_sibling_that_rewrites_the_head_is_a_context_only_once_the_run_winds_down_before_earlier_versions() -> None:
+    parking = Parking()
+    parking.offer([candidate("rewrite").diff])
+    parking.park(candidate("a"))
+
+    def fresh(c: Candidate, sibling: Context | None) -> bool:
+        return sibling is not None
+
+    def earlier() -> list[Earlier]:
+        return [Earlier(1, "v1")]
+    assert parking.release(fresh, earlier, keeps=lambda d: False) == []
+    parking.winding_down = True
+    (released,) = parking.release(fresh, earlier, keeps=lambda d: False)
+    assert parking.siblings[released.diff.id] == candidate("rewrite").diff

@@ -19,7 +19,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.parking import Earlier
 from agentgrad.runtime.records import candidate_from_dict, candidate_to_dict
-from agentgrad.runtime.replicate import applied_on, is_fresh
+from agentgrad.runtime.replicate import applied_on, is_fresh, keeps_whole
 from agentgrad.runtime.stale import release_parked
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
@@ -88,6 +88,15 @@ def test_a_change_applies_on_a_sibling_context_unless_it_conflicts_or_is_already
     assert applied_on(add_b, text) == "# s\n- a: use method 1\n- b: use method 2\n"
     assert applied_on(add_b, "# s\n- b: use method 2\n") is None  # the context already has it
     assert applied_on(Diff("skills/s", 0, (Op.add("key", "- a: use method 3"),), id="y"), text) is None  # conflict
+
+
+def test_a_sibling_keeps_the_head_whole_only_if_its_change_adds_without_rewriting_a_line() -> None:
+    text = "# s\n- dates: use method 6\n"
+    assert keeps_whole(text, Diff("skills/s", 0, (Op.add("key", "- tip 6: show your work"),), id="tip"))
+    wrong = Op.replace("key", "- dates: use method 6", "- dates: use method 8")
+    assert not keeps_whole(text, Diff("skills/s", 0, (wrong,), id="wrong"))
+    assert not keeps_whole(text, Diff("skills/s", 0, (Op.delete("key", "- dates: use method 6"),), id="drop"))
+    assert not keeps_whole(text, Diff("skills/s", 0, (Op.add("key", "- dates: use method 8"),), id="clash"))
 
 
 def _parked(engine: Engine, origin: str, name: str = "p1") -> Candidate:

@@ -2,11 +2,14 @@
 
 A *context* is the text the origin task is scored on, with and without the change: a later head, or the head with
 another change applied (a *sibling*: another waiting candidate, or one of the last changes the run turned down; a
-text the run has not scored, so its noise is fresh, and one that keeps everything the head has, so a change that
-needs an earlier rule still finds it). When the run winds down (nothing else left to do: no rollout to come, so
-no later head) and no such context exists, an earlier committed version serves as a *last-resort* context: its
-noise is as fresh, only a change that needs a later rule can lose there, which costs power, never safety. Which
-context comes next never depends on the candidate's scores. A replica row's id names its context:
+text the run has not scored, so its noise is fresh). A sibling that only adds to the head keeps everything the head
+has, so a change that needs an earlier rule still finds it; one that rewrites or drops a line of the head may take
+away the very rule the change builds on (a turned-down ``dates: use method 8`` replaces the head's right dates rule,
+and an override of dates then fails with and without it: a tie where it should win). When the run winds down
+(nothing else left to do: no rollout to come, so no later head) and no such context exists, *last-resort* contexts
+serve: first the siblings that rewrite the head, then earlier committed versions. Their noise is as fresh; only a
+change that needs what they lack can lose there, which costs power, never safety. Which context comes next never
+depends on the candidate's scores, only on the texts. A replica row's id names its context:
 ``<origin task>@<first 12 hex digits of the context's hash>``.
 """
 
@@ -86,18 +89,24 @@ class Parking:
         self.siblings.pop(candidate.diff.id, None)
 
     def release(self, fresh: Callable[[Candidate, Context | None], bool],
-                earlier: Callable[[], Sequence[Earlier]] = tuple) -> list[Candidate]:
+                earlier: Callable[[], Sequence[Earlier]] = tuple,
+                keeps: Callable[[Diff], bool] = lambda sibling: True) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
-        else on the head with the first of `TRIES` siblings (other waiting candidates' changes, then the spares)
-        for which `fresh(c, sibling)`, else, while `winding_down`, in the first of the `earlier()` versions that is
-        fresh for it (read once, and only if a candidate needs one; the context chosen is noted in `siblings`). While
-        winding down, those left waiting are `stranded` until the next release."""
+        else on the head with the first of `TRIES` siblings that `keeps` the head whole (other waiting candidates'
+        changes, then the spares) for which `fresh(c, sibling)`; else, while `winding_down`, with the first of
+        `TRIES` siblings that do not keep it, then in the first of the `earlier()` versions that is fresh for it
+        (read once, and only if a candidate needs one; the context chosen is noted in `siblings`). While winding
+        down, those left waiting are `stranded` until the next release."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
+        whole: dict[str, bool] = {}  # sibling id -> keeps(sibling), asked once per release
         versions: Sequence[Earlier] | None = None
         for candidate in rest:
-            others = ([s.diff for s in rest if s is not candidate] + self.spares)[:TRIES]
-            sibling: Context | None = next((d for d in others if fresh(candidate, d)), None)
+            others = [s.diff for s in rest if s is not candidate] + self.spares
+            tiers = _tiers(others, keeps, whole)
+            sibling: Context | None = next((d for d in tiers[0][:TRIES] if fresh(candidate, d)), None)
+            if sibling is None and self.winding_down:
+                sibling = next((d for d in tiers[1][:TRIES] if fresh(candidate, d)), None)
             if sibling is None and self.winding_down:
                 versions = earlier()[:EARLIER] if versions is None else versions
                 sibling = next((v for v in versions if fresh(candidate, v)), None)
@@ -108,6 +117,15 @@ class Parking:
             del self.waiting[candidate.diff.id]
         self.stranded = frozenset(self.waiting) if self.winding_down else frozenset()
         return ready
+
+
+def _tiers(others: Sequence[Diff], keeps: Callable[[Diff], bool],
+           whole: dict[str, bool]) -> tuple[list[Diff], list[Diff]]:
+    """(the siblings that keep the head whole, those that do not), each in order; `whole` caches `keeps`."""
+    for diff in others:
+        if diff.id not in whole:
+            whole[diff.id] = keeps(diff)
+    return [d for d in others if whole[d.id]], [d for d in others if not whole[d.id]]
 
 
 __all__ = ["EARLIER", "MARK", "SPARES", "TRIES", "Context", "Earlier", "Parking", "context_key", "replica_id",

@@ -7,6 +7,8 @@ commits since its evidence touched (so the no-harm check sees the head); every o
 
 from __future__ import annotations
 
+from collections import Counter
+
 from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.rebase import rebase
@@ -30,6 +32,14 @@ def context_of(head: Snapshot, sibling: Context | None) -> str | None:
     if isinstance(sibling, Earlier):
         return sibling.text
     return head.text if sibling is None else applied_on(sibling, head.text)
+
+
+def keeps_whole(text: str, sibling: Diff) -> bool:
+    """True if `text` with `sibling`'s change still has every line of `text` (the change only adds): a context
+    where a change that builds on the head's rules still finds them (`runtime.parking`). False if it does not
+    apply."""
+    changed = applied_on(sibling, text)
+    return changed is not None and not Counter(text.splitlines()) - Counter(changed.splitlines())
 
 
 def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = None) -> bool:
@@ -91,4 +101,4 @@ async def replicate(engine: Engine, proposed: Proposed, candidate: Candidate,
                      shows_origin=candidate.shows_origin)
 
 
-__all__ = ["MIN_ROWS", "applied_on", "context_of", "is_fresh", "replicate"]
+__all__ = ["MIN_ROWS", "applied_on", "context_of", "is_fresh", "keeps_whole", "replicate"]

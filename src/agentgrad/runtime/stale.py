@@ -24,7 +24,7 @@ from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.parking import EARLIER, Earlier
 from agentgrad.runtime.records import Proposed, Snapshot
-from agentgrad.runtime.replicate import is_fresh, replicate
+from agentgrad.runtime.replicate import is_fresh, keeps_whole, replicate
 from agentgrad.store.kinds import EventKind
 
 REPAIR_SUFFIX = "-repair"
@@ -222,4 +222,5 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
     def earlier() -> list[Earlier]:
         history = engine.store.history(engine.artifact.id)[:-1]
         return [Earlier(v.number, v.text) for v in reversed(history[-EARLIER:])]
-    return [(c, Outcome.EXTEND) for c in parking.release(partial(is_fresh, engine), earlier)]
+    return [(c, Outcome.EXTEND) for c in parking.release(partial(is_fresh, engine), earlier,
+                                                         partial(keeps_whole, engine.head.text))]
