@@ -142,3 +142,10 @@ def test_replicated_evidence_is_accepted_held_again_or_rejected() -> None:
 def test_a_change_with_no_effect_held_to_replicate_is_never_accepted() -> None:
     for pairs in ([(1.0, 1.0)], [(1.0, 1.0)] * 2, [(0.0, 0.0)] * 5):
         assert held(replicated(pairs), looks=2, replicate=True)[0] is not Outcome.ACCEPTED
+
+
+def test_a_verdict_says_how_many_contexts_of_the_design_it_saw_and_when_fused_changes_pooled_more() -> None:
+    few = judge(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, margin=0.02, noise=QUIET).describe()
+    pooled = judge(replicated([(0.0, 1.0)] * 12 + [(0.0, 0.0)]), delta=LOOK_2, margin=0.02, noise=QUIET).describe()
+    assert f"in 3 of {REPLICAS} fresh contexts" in few
+    assert f"in 13 (fused changes, {REPLICAS} each by design) fresh contexts" in pooled and " of 5 " not in pooled

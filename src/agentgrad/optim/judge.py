@@ -128,7 +128,9 @@ class Judgement:
     def describe(self) -> str:
         where = f"{self.gain.n} focus tasks" if self.focused else f"{self.gain.n} tasks"
         if self.test == "replicated":
-            gain = (f"replication of its origin task in {self.gain.n} of {REPLICAS} fresh contexts: "
+            done = (f"{self.gain.n} of {REPLICAS}" if self.gain.n <= REPLICAS  # fused changes pool their contexts
+                    else f"{self.gain.n} (fused changes, {REPLICAS} each by design)")
+            gain = (f"replication of its origin task in {done} fresh contexts: "
                     f"{self.gain.wins:.4g} wins, {self.gain.losses:.4g} losses, against noise <= {self.noise_win:.3f}"
                     f" a context: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
         elif self.test == "calibrated":
