@@ -106,6 +106,8 @@ def test_state_dict_round_trips_and_behaves_the_same_after_reload() -> None:
     {"entries": [["fp", "d1"], ["fp", "d2"]]},
     {"hits": -1},
     {"pardoned": ["fp", 3]},
+    {"harmed": "fp"},
+    {"harmed": [""]},
     {"lapse": [["fp", -1]]},
     {"lapse": [["fp"]]},
 ])
@@ -224,7 +226,7 @@ def test_a_change_turned_down_without_harm_may_be_tried_again_once_the_head_has_
 
 
 @pytest.mark.parametrize("outcome", [Outcome.DROPPED, Outcome.REVERTED])
-def test_drops_reverts_and_harm_are_banned_for_good(outcome: Outcome) -> None:
+def test_drops_reverts_and_a_second_harm_are_banned_for_good(outcome: Outcome) -> None:
     stage = tabu(renew=3)
     dropped = cand("- check the units")
     state = stage.observe([decide(dropped, outcome)], stage.init(), _at(0))
@@ -233,7 +235,13 @@ def test_drops_reverts_and_harm_are_banned_for_good(outcome: Outcome) -> None:
                                                                           "losses": 4.0, "n": 8.0, "p": 0.0})
     state = stage.observe([verdict_], state, _at(0))
     assert is_tabu(state, cand("- check the units", base=100).diff)
-    assert is_tabu(state, cand("- guess", base=100).diff)
+    assert is_tabu(state, cand("- guess", base=2).diff)
+    assert not is_tabu(state, cand("- guess", base=3).diff)  # the first harm was judged on the head of its day
+    again = cand("- guess", base=3)
+    state = stage.observe([verdict(again, Outcome.REJECTED, "acceptance", "harmful", dict(verdict_.numbers))],
+                          state, _at(3))
+    assert is_tabu(state, cand("- guess", base=100).diff)  # harmful twice: for good
+    assert TabuState.load(state.to_dict()) == state
     assert tabu(renew=None).observe([decide(dropped, Outcome.REJECTED)], stage.init(), _at(0)).lapse == ()
     with pytest.raises(ValueError, match="renew"):
         tabu(renew=0)

@@ -7,8 +7,11 @@ The memory is bounded: past `max_size` fingerprints the oldest is forgotten firs
 A change turned down only for want of significance (no harm found) was judged against the head of its day, and
 its gain may need a rule that had not landed yet: a format rule is worth little until the rules it formats are
 there. Its ban lapses once the head has moved `renew` versions past the one it was judged on; a proposal of it
-after that is evaluated afresh (and, turned down again, banned again from that head on). Harm, drops and reverts
-never lapse.
+after that is evaluated afresh (and, turned down again, banned again from that head on). So does the first ban for
+harm: losses are judged against the head of its day and the noise draw of that one text, and with only a few
+tasks the head solved, two unlucky losses read as harm (a right rule for a category with no other task was banned
+this way, and re-proposed 57 times in vain). A second rejection for harm bans for good; drops and reverts never
+lapse.
 """
 
 from __future__ import annotations
@@ -37,12 +40,14 @@ class TabuState:
         pardoned: fingerprints of changes rejected once with wins and no loss (`_thin`), oldest first: the next
             such rejection makes them tabu.
         lapse: (fingerprint, head version) for bans that end once the head reaches that version.
+        harmed: fingerprints rejected for harm once, oldest first: a second rejection for harm bans for good.
     """
 
     entries: tuple[tuple[str, str], ...] = ()
     hits: int = 0
     pardoned: tuple[str, ...] = ()
     lapse: tuple[tuple[str, int], ...] = ()
+    harmed: tuple[str, ...] = ()
     _index: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
     _lapse: Mapping[str, int] = field(init=False, repr=False, compare=False, default_factory=dict)
 
@@ -64,7 +69,8 @@ class TabuState:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; `TabuState.load` reverses it."""
         return {"entries": [[fp, diff_id] for fp, diff_id in self.entries], "hits": self.hits,
-                "pardoned": list(self.pardoned), "lapse": [[fp, v] for fp, v in self.lapse]}
+                "pardoned": list(self.pardoned), "lapse": [[fp, v] for fp, v in self.lapse],
+                "harmed": list(self.harmed)}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> TabuState:
@@ -77,16 +83,17 @@ class TabuState:
         if len({e[0] for e in entries}) != len(entries):
             raise StateDictError(f"{NAME}: 'entries' holds a fingerprint twice")
         hits = integer(data.get("hits", 0), f"{NAME}: 'hits'", low=0, error=StateDictError)
-        pardoned = data.get("pardoned", [])
-        if not isinstance(pardoned, list) or not all(isinstance(x, str) and x for x in pardoned):
-            raise StateDictError(f"{NAME}: 'pardoned' must be a list of fingerprints")
+        pardoned, harmed = data.get("pardoned", []), data.get("harmed", [])
+        for name, value in (("pardoned", pardoned), ("harmed", harmed)):
+            if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+                raise StateDictError(f"{NAME}: {name!r} must be a list of fingerprints")
         lapse = data.get("lapse", [])
         if not isinstance(lapse, list) or not all(
                 isinstance(e, (list, tuple)) and len(e) == 2 and isinstance(e[0], str) and is_integer(e[1], low=0)
                 for e in lapse):
             raise StateDictError(f"{NAME}: 'lapse' must be a list of [fingerprint, version] pairs")
         return cls(tuple((e[0], e[1]) for e in entries), hits, tuple(pardoned),
-                   tuple((e[0], int(e[1])) for e in lapse))
+                   tuple((e[0], int(e[1])) for e in lapse), tuple(harmed))
 
 
 def _against(decision: Decision) -> bool:
@@ -120,11 +127,25 @@ def _thin(decision: Decision) -> bool:
             and numbers.get("wins", 0.0) > 0 and numbers.get("losses", 0.0) == 0)
 
 
+def _lapses(decision: Decision, harmed: dict[str, None]) -> bool:
+    """True if the ban `decision` starts may lapse: a rejection for want of significance with no harm, or the first
+    rejection for harm (noted in `harmed`; a second one bans for good)."""
+    if decision.outcome is not Outcome.REJECTED:
+        return False
+    if decision.numbers.get("harmful", 0.0) == 0:
+        return True
+    first = decision.fingerprint not in harmed
+    harmed[decision.fingerprint] = None
+    return first
+
+
 def _learned(state: TabuState, decisions: Sequence[Decision], ctx: Context, *, renew: int | None,
              max_size: int) -> TabuState:
     """`state` with the changes `decisions` turned down banned (the first thin rejection pardoned; a rejection for
-    want of significance with no harm banned until the head reaches `renew` versions past the one of its day)."""
+    want of significance with no harm, or a first one for harm, banned until the head reaches `renew` versions
+    past the one of its day)."""
     entries, pardoned, lapse = dict(state.entries), dict.fromkeys(state.pardoned), dict(state.lapse)
+    harmed = dict.fromkeys(state.harmed)
     for decision in decisions:
         fp = decision.fingerprint
         head = ctx.heads.get(decision.artifact_id)
@@ -140,12 +161,12 @@ def _learned(state: TabuState, decisions: Sequence[Decision], ctx: Context, *, r
         entries[fp] = decision.diff_id
         pardoned.pop(fp, None)
         lapse.pop(fp, None)
-        if renew is not None and version is not None and decision.outcome is Outcome.REJECTED \
-                and decision.numbers.get("harmful", 0.0) == 0:
+        if _lapses(decision, harmed) and renew is not None and version is not None:
             lapse[fp] = version + renew
     kept = dict(list(entries.items())[-max_size:])
     return replace(state, entries=tuple(kept.items()), pardoned=tuple(list(pardoned)[-max_size:]),
-                   lapse=tuple((fp, v) for fp, v in lapse.items() if fp in kept))
+                   lapse=tuple((fp, v) for fp, v in lapse.items() if fp in kept),
+                   harmed=tuple(list(harmed)[-max_size:]))
 
 
 def is_tabu(state: TabuState, diff: Diff) -> bool:
@@ -162,9 +183,10 @@ def tabu(*, max_size: int = 10_000, renew: int | None = 1) -> Stage[TabuState]:
 
     Args:
         max_size: most fingerprints remembered; the oldest is forgotten first.
-        renew: a change rejected for want of significance, with no harm, is tabu until the head has moved this
-            many versions past the one it was judged on (None: for good).
-    State: `TabuState` (fingerprint → diff id, oldest first, the hit count, the pardons and the lapsing bans).
+        renew: a change rejected for want of significance with no harm, or for harm the first time, is tabu until
+            the head has moved this many versions past the one it was judged on (None: for good).
+    State: `TabuState` (fingerprint → diff id, oldest first, the hit count, the pardons, the lapsing bans and the
+    changes rejected for harm once).
     `observe` learns the fingerprints of REJECTED, DROPPED and REVERTED decisions.
     """
     if max_size < 1:
