@@ -45,7 +45,8 @@ def default(
         looks, first_share, promise: how evidence accumulates over looks (`accept_if`).
         rule: "sign" (`accept_if`) or "mean" (`accept_if_better`: a mean gain above `margin`, no significance
             test; the published GEPA loop's admission).
-        renew: a ban for want of significance lapses after the head moves this many versions (`tabu`).
+        renew: a ban for want of significance (or a first one for harm) lapses after the head moves this many
+            versions (`tabu`).
     """
     if rule not in ("sign", "mean"):
         raise ConfigError(f"default: rule must be 'sign' or 'mean', got {rule!r}")

@@ -116,8 +116,8 @@ class Acceptance:
             loop's admission; no guard against answer noise; delta, looks, first_share and promise are unused).
             The mean is decided on the whole plan, so it needs `GateConfig(early_stop=False)` (which turns
             futility off too).
-        renew: a change rejected for want of significance, with no harm, may be tried again once the head has
-            moved this many versions on (`optim.tabu`; None: never).
+        renew: a change rejected for want of significance with no harm, or for harm the first time, may be tried
+            again once the head has moved this many versions on (`optim.tabu`; None: never).
     """
 
     delta: float | Schedule = 0.05
