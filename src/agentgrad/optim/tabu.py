@@ -16,7 +16,7 @@ lapse.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,16 +127,12 @@ def _thin(decision: Decision) -> bool:
             and numbers.get("wins", 0.0) > 0 and numbers.get("losses", 0.0) == 0)
 
 
-def _lapses(decision: Decision, harmed: dict[str, None]) -> bool:
+def _lapses(decision: Decision, harmed: Collection[str]) -> bool:
     """True if the ban `decision` starts may lapse: a rejection for want of significance with no harm, or the first
-    rejection for harm (noted in `harmed`; a second one bans for good)."""
+    rejection for harm (its fingerprint not in `harmed` yet; a second one bans for good)."""
     if decision.outcome is not Outcome.REJECTED:
         return False
-    if decision.numbers.get("harmful", 0.0) == 0:
-        return True
-    first = decision.fingerprint not in harmed
-    harmed[decision.fingerprint] = None
-    return first
+    return decision.numbers.get("harmful", 0.0) == 0 or decision.fingerprint not in harmed
 
 
 def _learned(state: TabuState, decisions: Sequence[Decision], ctx: Context, *, renew: int | None,
@@ -163,6 +159,8 @@ def _learned(state: TabuState, decisions: Sequence[Decision], ctx: Context, *, r
         lapse.pop(fp, None)
         if _lapses(decision, harmed) and renew is not None and version is not None:
             lapse[fp] = version + renew
+        if decision.outcome is Outcome.REJECTED and decision.numbers.get("harmful", 0.0) > 0:
+            harmed[fp] = None
     kept = dict(list(entries.items())[-max_size:])
     return replace(state, entries=tuple(kept.items()), pardoned=tuple(list(pardoned)[-max_size:]),
                    lapse=tuple((fp, v) for fp, v in lapse.items() if fp in kept),
