@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import runpy
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ EXAMPLES = Path(__file__).parents[1] / "examples"
 @pytest.mark.parametrize("name", ["library_demo", "sections_demo", "pipeline_demo"])
 @pytest.mark.parametrize("runtime", [[], ["--async"]], ids=["sync", "async"])
 def test_the_example_runs_and_learns(name: str, runtime: list[str], monkeypatch: pytest.MonkeyPatch,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+                                     capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.setattr(sys, "argv", [name, *runtime])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example keeps its run folder: not in /tmp
     runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "run ok" in out

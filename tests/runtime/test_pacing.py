@@ -104,5 +104,6 @@ def test_no_free_task_is_none_and_a_pick_then_falls_back_to_the_shuffles_task(tm
             engine.pacing.await_proposal(task)
         assert engine.pacing.free_task(0) is None
         assert engine.pacing.pick_task(0) in engine.train  # a forced pick still gets a task
+        assert engine.pacing.scan(0) == (None, engine.pacing.pick_task(0))  # both answers in one pass
 
     helpers.on_engine(tmp_path / "run", body)

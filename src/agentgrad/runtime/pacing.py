@@ -117,16 +117,15 @@ class Pacing:
         head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
         (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
         when every one is passed over. In section-parallel mode, only tasks of the sections `worker` owns."""
-        found, fallback = self._scan(index, avoid, worker)
+        found, fallback = self.scan(index, avoid, worker)
         return fallback if found is None else found
 
     def free_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str | None:
         """`pick_task`'s task, or None when every task is passed over (solved, busy or in `avoid`)."""
-        return self._scan(index, avoid, worker)[0]
+        return self.scan(index, avoid, worker)[0]
 
-    def _scan(self, index: int, avoid: Collection[str], worker: int | None) -> tuple[str | None, str]:
-        """The first task from position `index` of the shuffle that is not passed over (None if every one is), and
-        the task at `index` itself."""
+    def scan(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> tuple[str | None, str]:
+        """(`free_task`'s task, the task at `index` itself): both answers of one pass over the shuffle."""
         busy, solved = self._busy(), self._solver()
         epoch, position = divmod(index, len(self.train))
         order = self._order(epoch)

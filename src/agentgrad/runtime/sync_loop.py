@@ -79,10 +79,10 @@ def _picks(engine: Engine, round_no: int, n: int) -> list[tuple[int, str]]:
     picks: list[tuple[int, str]] = []
     for w in range(n):
         index, avoid = round_no * engine.config.workers.rollout + w, [task for _, task in picks]
-        task = engine.pacing.free_task(index, avoid=avoid, worker=w)
+        task, fallback = engine.pacing.scan(index, avoid=avoid, worker=w)
         if task is None and picks:
             continue
-        picks.append((w, engine.pacing.pick_task(index, avoid=avoid, worker=w) if task is None else task))
+        picks.append((w, fallback if task is None else task))
     return picks
 
 
