@@ -5,7 +5,8 @@ Writes benchmarks/out/learning_bench.json and learning_bench.png (held-out accur
 Worlds: the named presets of `agentgrad.testing.presets` (a 12-task quickstart up to 224 tasks; Zipf-like
 category sizes, 0-10% answer noise re-drawn with every edit, override rules that only work with their category's
 rule, junk / contradictory / duplicate proposals), each repeated over `--seeds` independent draws. Latency is
-lognormal with median 5 ms and σ 1.25 (heavy-tailed, small, so the suite runs in minutes).
+lognormal with median 5 ms and σ 1.25 (heavy-tailed, small, so the suite runs in minutes). `--free-text` keeps
+every skill as free text (`AppendRules`, evolve's default strategy) instead of keyed lines.
 
 Systems, all at the same budget of solver calls (rollouts plus every evaluation; gepa's `max_metric_calls`):
 `agentgrad_sync` and `agentgrad_async` (evolve() with `Budget(calls=N)`, see world_systems.call_budget), `gepa`
@@ -40,11 +41,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from agentgrad.strategies.keyed import entries
 from agentgrad.testing import drawn
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.presets import WORLDS
-from agentgrad.testing.world import ReferenceWorld, WorldConfig
+from agentgrad.testing.world import ReferenceWorld, WorldConfig, rule_lines
 from learning_report import classify, goal_checks, plot, reason_pattern, summarise, tables
 from world_systems import Trace, call_budget, evolve_world, gepa_available, optimize_gepa, workers_for
 
@@ -73,6 +73,7 @@ class Job:
     seed: int
     calls: int
     family: int = drawn.HELD_OUT
+    free_text: bool = False
 
 
 def world_config(name: str, family: int) -> WorldConfig:
@@ -89,12 +90,12 @@ def budget_of(name: str, family: int) -> int:
 def build(job: Job) -> ReferenceWorld:
     """The job's world, its seed shifted by 1000 × the job's seed (as `presets.preset`)."""
     config = world_config(job.world, job.family)
-    return ReferenceWorld(replace(config, seed=config.seed + 1000 * job.seed))
+    return ReferenceWorld(replace(config, seed=config.seed + 1000 * job.seed, free_text=job.free_text))
 
 
 def wrong_pairs(w: ReferenceWorld, texts: list[str]) -> set[tuple[str, str]]:
     """The distinct (key, value) rules naming a wrong method in any of `texts`."""
-    return {(k, v) for text in texts for k, v in entries(text).items() if w.audit(f"{k}: {v}")["wrong"]}
+    return {(k, v) for text in texts for k, v in rule_lines(text) if w.audit(f"{k}: {v}")["wrong"]}
 
 
 def outcome(w: ReferenceWorld, trace: Trace, committed: list[str]) -> dict[str, Any]:
@@ -180,6 +181,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--family", type=int, default=drawn.HELD_OUT, help=f"the drawn worlds' family (default "
                         f"{drawn.HELD_OUT}, the held-out one: measure there; develop on another, e.g. {drawn.DEV})")
     parser.add_argument("--only-drawn", action="store_true", help="the drawn worlds alone, no named preset")
+    parser.add_argument("--free-text", action="store_true", help="free-text skills: rules appended as bullets "
+                        "(AppendRules, evolve's default strategy), the solver following each category's last line")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every world's call budget")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (processes)")
     parser.add_argument("--out", type=Path, default=OUT / "learning_bench.json", help="the JSON to write")
@@ -199,7 +202,7 @@ def jobs_for(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
         systems = [s for s in systems if not s.startswith("gepa")]
         notes.append("gepa systems skipped: gepa is not importable in this environment; run this script in "
                      ".venv-gepa (make bench-learning builds it from benchmarks/requirements-gepa.txt)")
-    jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family)
+    jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family, args.free_text)
             for w in args.worlds for s in systems for n in args.workers for seed in range(args.seeds)]
     jobs.sort(key=lambda j: -j.calls / math.sqrt(j.workers))
     return jobs, notes

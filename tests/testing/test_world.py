@@ -143,6 +143,24 @@ def test_without_noise_the_right_rule_solves_exactly_its_category() -> None:
     assert solved == {t.id for t in world.tasks.values() if t.category == category}
 
 
+def test_a_free_text_skill_appends_rules_and_the_solver_follows_each_categorys_last_line() -> None:
+    world = ReferenceWorld(WorldConfig(noise=0.0, free_text=True))
+    category = world.categories[1]
+    wrong = f"{category}: use method {1 + world.methods[category] % world.config.n_methods}"
+    ids = [t.id for t in world.tasks.values() if t.category == category]
+    right = apply_ops(world.artifact.text, world.strategy.ops(world.right_rule(category), world.artifact.text))
+    both = apply_ops(right, world.strategy.ops(wrong, right))
+    assert both.count(f"- {category}:") == 2  # appended next to the old line, not in its place
+    assert set(world.evaluate(right, ids).values()) == {1.0} and set(world.evaluate(both, ids).values()) == {0.0}
+    fixed = apply_ops(both, world.strategy.ops(world.right_rule(category), both))
+    assert fixed == both  # the right rule is there already: AppendRules adds nothing, and the wrong line still rules
+    assert world.audit(both) == {"right": 1, "wrong": 1, "junk": 0}
+    (op,) = world.strategy.ops(wrong, right)
+    assert world.is_contradictory(op) and not world.is_right(op)
+    assert world.evaluate(world.optimal_text(), world.tasks) == ReferenceWorld(WorldConfig(noise=0.0)).evaluate(
+        ReferenceWorld(WorldConfig(noise=0.0)).optimal_text(), world.tasks)
+
+
 def test_unknown_tasks_and_splits_are_refused() -> None:
     with pytest.raises(InvalidEvidenceError, match="t9999"):
         WORLD.solve("", "t9999")
@@ -160,6 +178,7 @@ def test_unknown_tasks_and_splits_are_refused() -> None:
     ({"n_methods": 1}, "n_methods must be an int >= 2"),
     ({"seed": True}, "seed must be an int"),
     ({"p_junk": "0.2"}, "p_junk must be a probability"),
+    ({"free_text": 1}, "free_text must be a bool"),
 ])
 def test_bad_configs_are_refused_with_the_field_named(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

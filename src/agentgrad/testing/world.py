@@ -10,7 +10,9 @@ Optional shapes (off by default): Zipf-like category sizes (`zipf`: the category
 share of the tasks of the largest categories is a special case that needs both the category's rule and the
 override line ``<category> exception: use method <m>``; the override alone does nothing. And a format rule
 (`format_share`): a share of all tasks needs ``format: use method <m>`` besides whatever solves it, so one rule
-helps every category at once (an edit whose effect reaches far beyond the tasks like its origin).
+helps every category at once (an edit whose effect reaches far beyond the tasks like its origin). And a free-text
+skill (`free_text`): rules are appended as bullets by `AppendRules`, so a new rule for a category stands next to
+the old one, and the solver follows the last line of each category.
 
 Everything is a pure function of the seed: draws come from SHA-256 of (seed, purpose, task id, ...), never from
 a shared random generator, so the same text and task always score the same.
@@ -28,7 +30,9 @@ from agentgrad.core.diff import apply_ops
 from agentgrad.core.ops import Op
 from agentgrad.core.units import Scope, normalise, parse
 from agentgrad.errors import ConfigError, InvalidEvidenceError
-from agentgrad.strategies.keyed import KeyedRules, entries, split_entry
+from agentgrad.strategies.base import UnitStrategy
+from agentgrad.strategies.keyed import KeyedRules, split_entry
+from agentgrad.strategies.rules import AppendRules
 from agentgrad.testing.worldconfig import SPLITS, draw_float, pick
 from agentgrad.testing.worldconfig import WorldConfig as WorldConfig  # re-exported: its home before
 
@@ -98,7 +102,7 @@ class ReferenceWorld:
         self.tasks: Mapping[str, WorldTask] = MappingProxyType(self._build_tasks())
         self.train, self.val, self.test = self._build_splits()
         self.artifact = Artifact("skills/solver", Kind.SKILL, "# Solver skill\n")
-        self.strategy = KeyedRules()
+        self.strategy: UnitStrategy = AppendRules() if self.config.free_text else KeyedRules()
 
     def _other_method(self, category: str, purpose: str, avoid: int) -> int:
         """A method of `category` other than `avoid`, drawn from (seed, purpose, category)."""
@@ -205,7 +209,7 @@ class ReferenceWorld:
 
     def _clean(self, text: str, task_id: str) -> bool | None:
         """Whether skill `text` solves the task before the answer noise; None if a wrong rule blocks it."""
-        task, rules = self.task(task_id), entries(text)
+        task, rules = self.task(task_id), followed(text)
         try:
             ruled = self._ruled(task, rules)
         except _Blocked:
@@ -261,7 +265,7 @@ class ReferenceWorld:
         """How many ``key: value`` lines of `text` are right rules (category or override), wrong ones (a wrong
         method for a known key) and junk (a key the solver ignores)."""
         counts = {"right": 0, "wrong": 0, "junk": 0}
-        for key, value in entries(text).items():
+        for key, value in rule_lines(text):
             kind = "junk" if self._expected(key) is None else "right" if self._is_right_value(key, value) else "wrong"
             counts[kind] += 1
         return counts
@@ -303,13 +307,13 @@ class ReferenceWorld:
         """The right answer to `task`: its category's rule; for a special case, the override once the rule is
         there, else the rule, the override alone or both lines (a third each)."""
         base, form = self.right_rule(task.category), self.format_rule()
-        if form is not None and self.needs_format(task.id) and entries(text).get(FORMAT_KEY) is None \
+        if form is not None and self.needs_format(task.id) and followed(text).get(FORMAT_KEY) is None \
                 and draw_float(self.config.seed, "format proposal", task.id, draw) < 0.5:
             return form
         if not task.special:
             return base
         override = self.override_rule(task.category)
-        value = entries(text).get(task.category)
+        value = followed(text).get(task.category)
         if value is not None and self._is_right_value(task.category, value):
             return override
         choice = pick(draw_float(self.config.seed, "pair", task.id, draw), 3)
@@ -319,7 +323,7 @@ class ReferenceWorld:
 
     def _written(self, op: Op) -> tuple[str, str] | None:
         """(key, value) that a KEY op writes, or None for other ops."""
-        if op.scope is not Scope.KEY or op.new is None:
+        if op.scope not in (Scope.KEY, Scope.RULE) or op.new is None:
             return None
         entry = split_entry(op.new)
         return normalise(entry.key), entry.value
@@ -338,6 +342,16 @@ class ReferenceWorld:
         """True if `op` writes a wrong method for a category or override (which blocks the tasks it covers)."""
         written = self._written(op)
         return written is not None and self._expected(written[0]) is not None and not self._is_right_value(*written)
+
+
+def rule_lines(text: str) -> list[tuple[str, str]]:
+    """(normalised key, value) of every ``key: value`` line of `text`, in order (bullets allowed)."""
+    return [(seg.key, split_entry(seg.text).value) for seg in parse(Scope.KEY, text).segments if seg.key is not None]
+
+
+def followed(text: str) -> dict[str, str]:
+    """The rule the solver follows for each key: the last line of that key (a keyed skill has only one)."""
+    return dict(rule_lines(text))
 
 
 class _Blocked(Exception):

@@ -48,6 +48,9 @@ class WorldConfig:
         format_share: the share of all tasks (drawn per task) whose answer comes out in the wrong form unless the
             skill holds the format rule ``format: use method <m>``: one rule for every category, whose effect
             reaches the tasks least like the one it was proposed for (0: no format rule).
+        free_text: the skill is free text, rules appended as bullets (`AppendRules`, the default strategy of
+            `evolve`) rather than keyed lines: a rule for a category the skill already has stands next to the old
+            one, and the solver follows the last line of a category (as a model follows the latest instruction).
     """
 
     n_categories: int = 8
@@ -67,6 +70,7 @@ class WorldConfig:
     n_overrides: int = 0
     override_share: float = 0.25
     format_share: float = 0.0
+    free_text: bool = False
 
     def __post_init__(self) -> None:
         for name, low in (("n_categories", 1), ("tasks_per_category", 1), ("n_methods", 2), ("seed", None)):
@@ -79,6 +83,8 @@ class WorldConfig:
                 raise ConfigError(f"WorldConfig: {' + '.join(group)} must sum to 1, got {total!r}")
         number(self.zipf, "WorldConfig.zipf", low=0)
         integer(self.n_overrides, "WorldConfig.n_overrides", low=0, high=self.n_categories)
+        if not isinstance(self.free_text, bool):
+            raise ConfigError(f"WorldConfig.free_text must be a bool, got {self.free_text!r}")
 
     def category_sizes(self) -> tuple[int, ...]:
         """The number of tasks of each category, largest first (all `tasks_per_category` when zipf is 0)."""
