@@ -131,10 +131,13 @@ def test_closing_an_unfinished_run_sends_its_totals_and_marks_it_killed(tmp_path
     tracker("started", started(tmp_path))
     tracker("call", call(0))
     tracker("call", call(1, "proposals", error="ValueError: no"))
+    tracker("proposal", {"diff": {"id": "p1"}, "task": "t1"})
+    tracker("proposal", {"diff": {"id": "p1"}, "task": "t1", "trimmed": [{"new": "- tip 1: be concise"}]})
     tracker.close()
     assert tracker.run_id is not None and not tracker.active
     data = tracker.client.get_run(tracker.run_id)
     assert data.info.status == "KILLED"
+    assert data.data.metrics["proposals/made"] == 1 and data.data.metrics["proposals/trimmed_ops"] == 1
     assert data.data.metrics["calls/total"] == 2 and data.data.metrics["calls/errors"] == 1
     assert data.data.metrics["usage/cost"] == 0.5
     assert data.data.tags[RUN_KEY_TAG] == run_key(tmp_path)

@@ -43,6 +43,7 @@ from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache, Scored
 from agentgrad.runtime.sections import SectionOwners
 from agentgrad.runtime.shown import input_start, shows_answer
+from agentgrad.runtime.trim import passengers
 from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
 from agentgrad.store.sqlite import SQLiteStore
@@ -281,6 +282,9 @@ class Engine:
             if not passed:
                 self._screened_out(diff, base.version, scores)
                 return None
+            if len(diff.ops) > 1 and self.config.gate.trim:
+                diff = await self._trim(diff, base, origin)
+                cand_text = apply(diff, base.text)
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
                                             delta=self.look_delta(base.version, 1), full=full,
                                             windowed=self.policy.windowed,
@@ -288,6 +292,24 @@ class Engine:
         self.journal.counts["gated"] += 1
         origin_id = None if origin is None else origin.task_id
         return Candidate(diff, evidence, origin=origin_id, shows_origin=self.shows_origin(diff, origin_id))
+
+    async def _trim(self, diff: Diff, base: Snapshot, origin: Rollout) -> Diff:
+        """`diff` without the ops its origin task does not need (`runtime.trim`); the trimmed diff keeps the id,
+        and a proposal event with ``trimmed`` (the ops taken out) records it."""
+        async def both(texts: tuple[str, str], task: str) -> tuple[float, float]:
+            return (await self.gate.score_pairs(texts, [task]))[task]
+        trimmed, dropped = await passengers(diff, base.text, origin.task_id, origin.reward, both)
+        if dropped:
+            gone = "; ".join(repr(diff.ops[i].new or diff.ops[i].old) for i in dropped)
+            trimmed = replace(trimmed, rationale=f"{diff.rationale} (taken out, not needed on task {origin.task_id}: "
+                                                 f"{gone})".strip())
+            self.journal.counts["trimmed_ops"] += len(dropped)
+            self.open.drop(diff.id)
+            self.hold_open([trimmed])
+            self.journal.emit(EventKind.PROPOSAL, {"diff": trimmed.to_dict(), "task": origin.task_id,
+                                                   "worker": origin.worker,
+                                                   "trimmed": [diff.ops[i].to_dict() for i in dropped]})
+        return trimmed
 
     def shows_origin(self, diff: Diff, origin: str | None) -> bool:
         """True if `diff` adds its origin task's input and gold answer, and no other task has that input

@@ -20,6 +20,8 @@ class GateConfig:
         screen_tasks: the screen's minibatch: the origin task and this many minus one other training tasks (a
             seeded sample per diff, the base scored there too); the candidate passes when its sum there beats the
             base's (GEPA's minibatch test is 3).
+        trim: once a diff of several ops passes the screen, take out the ops its origin task does not need
+            (`runtime.trim`: a tip riding along with a rule that wins is not committed with it).
         early_stop: stop as soon as the verdict is certain (exact; never changes a verdict).
         max_examples: at most this many tasks in a candidate's plan (None: the whole pool).
         futility: also stop (and so reject) once the predictive probability of passing on the whole plan falls
@@ -35,6 +37,7 @@ class GateConfig:
     chunk: int = 8
     screen: bool = True
     screen_tasks: int = 1
+    trim: bool = True
     early_stop: bool = True
     max_examples: int | None = 24
     futility: float = 0.02
@@ -54,7 +57,7 @@ class GateConfig:
             integer(value, f"GateConfig.{name}", low=low)
         if self.pool not in POOLS:
             raise ConfigError(f"GateConfig.pool must be one of {POOLS}, got {self.pool!r}")
-        for name in ("screen", "early_stop"):
+        for name in ("screen", "trim", "early_stop"):
             flag(getattr(self, name), f"GateConfig.{name}")
 
     def widened(self, n_val: int) -> bool:

@@ -139,7 +139,10 @@ class MlflowTracker:
             self.flush()
 
     def _on_proposal(self, payload: Mapping[str, Any]) -> None:
-        self._add("proposals/made")
+        if "trimmed" in payload:  # the same diff again, its passengers taken out (`runtime.trim`)
+            self._add("proposals/trimmed_ops", len(payload["trimmed"]))
+        else:
+            self._add("proposals/made")
 
     def _on_proposal_failed(self, payload: Mapping[str, Any]) -> None:
         self._add("proposals/unusable")

@@ -134,7 +134,10 @@ class OtelSpans:
         span.end(end_time=end)
 
     def _on_proposal(self, payload: Mapping[str, Any]) -> None:
-        self.counts["proposals"] += 1
+        if "trimmed" in payload:  # the same diff again, its passengers taken out (`runtime.trim`)
+            self.counts["proposals_trimmed_ops"] += len(payload["trimmed"])
+        else:
+            self.counts["proposals"] += 1
 
     def _on_proposal_failed(self, payload: Mapping[str, Any]) -> None:
         self.counts[f"proposals_unusable.{payload['kind']}"] += 1
