@@ -6,7 +6,8 @@ Worlds: the named presets of `agentgrad.testing.presets` (a 12-task quickstart u
 category sizes, 0-10% answer noise re-drawn with every edit, override rules that only work with their category's
 rule, junk / contradictory / duplicate proposals), each repeated over `--seeds` independent draws. Latency is
 lognormal with median 5 ms and σ 1.25 (heavy-tailed, small, so the suite runs in minutes). `--free-text` keeps
-every skill as free text (`AppendRules`, evolve's default strategy) instead of keyed lines.
+every skill as free text (`AppendRules`, evolve's default strategy) instead of keyed lines; `--bundle p` adds a
+junk tip to a share p of all proposals (a model's proposal often bundles one with its fix).
 
 Systems, all at the same budget of solver calls (rollouts plus every evaluation; gepa's `max_metric_calls`):
 `agentgrad_sync` and `agentgrad_async` (evolve() with `Budget(calls=N)`, see world_systems.call_budget), `gepa`
@@ -74,6 +75,7 @@ class Job:
     calls: int
     family: int = drawn.HELD_OUT
     free_text: bool = False
+    bundle: float = 0.0
 
 
 def world_config(name: str, family: int) -> WorldConfig:
@@ -90,7 +92,8 @@ def budget_of(name: str, family: int) -> int:
 def build(job: Job) -> ReferenceWorld:
     """The job's world, its seed shifted by 1000 × the job's seed (as `presets.preset`)."""
     config = world_config(job.world, job.family)
-    return ReferenceWorld(replace(config, seed=config.seed + 1000 * job.seed, free_text=job.free_text))
+    return ReferenceWorld(replace(config, seed=config.seed + 1000 * job.seed, free_text=job.free_text,
+                                        p_bundle=job.bundle))
 
 
 def wrong_pairs(w: ReferenceWorld, texts: list[str]) -> set[tuple[str, str]]:
@@ -183,6 +186,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--only-drawn", action="store_true", help="the drawn worlds alone, no named preset")
     parser.add_argument("--free-text", action="store_true", help="free-text skills: rules appended as bullets "
                         "(AppendRules, evolve's default strategy), the solver following each category's last line")
+    parser.add_argument("--bundle", type=float, default=0.0, help="the share of proposals that carry a junk tip "
+                        "besides (WorldConfig.p_bundle)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every world's call budget")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (processes)")
     parser.add_argument("--out", type=Path, default=OUT / "learning_bench.json", help="the JSON to write")
@@ -202,7 +207,8 @@ def jobs_for(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
         systems = [s for s in systems if not s.startswith("gepa")]
         notes.append("gepa systems skipped: gepa is not importable in this environment; run this script in "
                      ".venv-gepa (make bench-learning builds it from benchmarks/requirements-gepa.txt)")
-    jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family, args.free_text)
+    jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family, args.free_text,
+                args.bundle)
             for w in args.worlds for s in systems for n in args.workers for seed in range(args.seeds)]
     jobs.sort(key=lambda j: -j.calls / math.sqrt(j.workers))
     return jobs, notes

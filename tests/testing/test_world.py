@@ -161,6 +161,17 @@ def test_a_free_text_skill_appends_rules_and_the_solver_follows_each_categorys_l
         ReferenceWorld(WorldConfig(noise=0.0)).optimal_text(), world.tasks)
 
 
+def test_a_bundling_proposer_adds_a_junk_tip_to_its_share_of_proposals_and_nothing_else() -> None:
+    plain, bundling = ReferenceWorld(WorldConfig()), ReferenceWorld(WorldConfig(p_bundle=0.5))
+    text = plain.artifact.text
+    said = [(plain.propose(text, t, d).text, bundling.propose(text, t, d).text) for t in plain.train for d in range(4)]
+    with_tip = [b for a, b in said if a != b]
+    assert all(b.startswith(a + "\ntip ") for a, b in said if a != b)
+    assert 0.35 < len(with_tip) / len(said) < 0.65
+    ops = [op for b in with_tip for op in bundling.strategy.ops(b, text)]
+    assert any(bundling.is_junk(op) for op in ops) and any(bundling.is_right(op) for op in ops)
+
+
 def test_unknown_tasks_and_splits_are_refused() -> None:
     with pytest.raises(InvalidEvidenceError, match="t9999"):
         WORLD.solve("", "t9999")

@@ -21,7 +21,7 @@ a shared random generator, so the same text and task always score the same.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -283,7 +283,17 @@ class ReferenceWorld:
 
     def propose(self, text: str, task_id: str, draw: int) -> WorldProposal:
         """The proposer's answer to a task on skill `text`; deterministic in (seed, task id, draw) (and `text`,
-        which a duplicate copies a rule from)."""
+        which a duplicate copies a rule from). With `p_bundle`, it may carry a junk tip besides."""
+        said = self._said(text, task_id, draw)
+        seed = self.config.seed
+        if draw_float(seed, "bundle", task_id, draw) >= self.config.p_bundle:
+            return said
+        tip = JUNK_TIPS[pick(draw_float(seed, "bundled tip", task_id, draw), len(JUNK_TIPS))]
+        number = 1 + pick(draw_float(seed, "bundled n", task_id, draw), 99)
+        return replace(said, text=f"{said.text}\ntip {number}: {tip}")
+
+    def _said(self, text: str, task_id: str, draw: int) -> WorldProposal:
+        """The proposal itself (`propose` without a bundled tip)."""
         task, seed = self.task(task_id), self.config.seed
         kind = self._kind(draw_float(seed, "kind", task_id, draw))
         detail = draw_float(seed, "detail", task_id, draw)

@@ -13,7 +13,7 @@ from agentgrad.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 _PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test",
-                  "override_share", "format_share")
+                  "override_share", "format_share", "p_bundle")
 
 
 def draw_float(*parts: object) -> float:
@@ -48,6 +48,8 @@ class WorldConfig:
         format_share: the share of all tasks (drawn per task) whose answer comes out in the wrong form unless the
             skill holds the format rule ``format: use method <m>``: one rule for every category, whose effect
             reaches the tasks least like the one it was proposed for (0: no format rule).
+        p_bundle: the chance that a proposal (of any kind) also carries a junk tip on a line of its own, as a
+            model's proposal often bundles a generic tip with the fix it means.
         free_text: the skill is free text, rules appended as bullets (`AppendRules`, the default strategy of
             `evolve`) rather than keyed lines: a rule for a category the skill already has stands next to the old
             one, and the solver follows the last line of a category (as a model follows the latest instruction).
@@ -70,6 +72,7 @@ class WorldConfig:
     n_overrides: int = 0
     override_share: float = 0.25
     format_share: float = 0.0
+    p_bundle: float = 0.0
     free_text: bool = False
 
     def __post_init__(self) -> None:
