@@ -282,9 +282,9 @@ class Engine:
             if not passed:
                 self._screened_out(diff, base.version, scores)
                 return None
-            if len(diff.ops) > 1 and self.config.gate.trim:
-                diff = await self._trim(diff, base, origin)
-                cand_text = apply(diff, base.text)
+        if origin is not None and not full and len(diff.ops) > 1 and self.config.gate.trim:
+            diff = await self._trim(diff, base, origin)
+            cand_text = apply(diff, base.text)
         evidence = await self.gate.evidence(diff.id, base.text, base.version, cand_text,
                                             delta=self.look_delta(base.version, 1), full=full,
                                             windowed=self.policy.windowed,
@@ -294,11 +294,13 @@ class Engine:
         return Candidate(diff, evidence, origin=origin_id, shows_origin=self.shows_origin(diff, origin_id))
 
     async def _trim(self, diff: Diff, base: Snapshot, origin: Rollout) -> Diff:
-        """`diff` without the ops its origin task does not need (`runtime.trim`); the trimmed diff keeps the id,
-        and a proposal event with ``trimmed`` (the ops taken out) records it."""
+        """`diff` without the ops its origin task does not need (`runtime.trim`), on `base` (the snapshot it was
+        written on, or the head it was rebased onto: then the base is scored on the origin first); the trimmed diff
+        keeps the id, and a proposal event with ``trimmed`` (the ops taken out) records it."""
         async def both(texts: tuple[str, str], task: str) -> tuple[float, float]:
             return (await self.gate.score_pairs(texts, [task]))[task]
-        trimmed, dropped = await passengers(diff, base.text, origin.task_id, origin.reward, both)
+        before = origin.reward if origin.snapshot == base else await self.gate.score(base.text, origin.task_id)
+        trimmed, dropped = await passengers(diff, base.text, origin.task_id, before, both)
         if dropped:
             gone = "; ".join(repr(diff.ops[i].new or diff.ops[i].old) for i in dropped)
             trimmed = replace(trimmed, rationale=f"{diff.rationale} (taken out, not needed on task {origin.task_id}: "

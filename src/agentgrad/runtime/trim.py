@@ -5,14 +5,14 @@ generic tip ("be concise") beside it. The gate judges a diff as a whole, so a ti
 with a rule that wins, and is committed with it. Fusion (`optim.fusion`) keeps junk out of a merge of *several*
 diffs, each with its own evidence; within one diff there is no such evidence.
 
-Once a diff of several ops has passed the screen (it beats the base on its origin task), `passengers` looks at each
-op on that task: the diff without the op, and the op alone on the base. An op is a passenger when the origin is
-still won without it and the op alone does not win it. Both texts are new, so each carries a fresh draw of any
-answer noise: a needed op is taken for a passenger only if both draws go wrong at once. Ops are tried one at a time,
-in order, each against what is left, and the last one always stays. An op that cannot be taken out (another op
-anchors on it) stays. It costs two calls an op, only for diffs of several ops that passed the screen; a one-op
-diff is never touched. What is dropped is dropped for this diff only: the proposer may propose it again alone, to
-be judged on its own.
+Once a diff of several ops has passed the screen (it beats the base on its origin task; a diff rebased onto a
+newer head is not screened, and is trimmed against that head), `passengers` looks at each op on that task: the diff
+without the op, and the op alone on the base. An op is a passenger when the origin is still won without it and the
+op alone does not win it. Both texts are new, so each carries a fresh draw of any answer noise: a needed op is taken
+for a passenger only if both draws go wrong at once. Ops are tried one at a time, in order, each against what is
+left, and the last one always stays. An op that cannot be taken out (another op anchors on it) stays. It costs two
+calls an op, only for diffs of several ops; a one-op diff is never touched. What is dropped is dropped for this
+diff only: the proposer may propose it again alone, to be judged on its own.
 """
 
 from __future__ import annotations
