@@ -64,6 +64,7 @@ BAD_KNOBS: list[tuple[Callable[..., Any], dict[str, Any], str]] = [
     (Staleness, {"policy": None}, r"^Staleness.policy must be one of .* got None$"),
     (GateConfig, {"screen": 1}, r"^GateConfig.screen must be True or False, got 1$"),
     (GateConfig, {"early_stop": "yes"}, r"^GateConfig.early_stop must be True or False, got 'yes'$"),
+    (GateConfig, {"trim": 1}, r"^GateConfig.trim must be True or False, got 1$"),
     (Acceptance, {"margin": math.nan}, r"^Acceptance.margin must be a number in \[0, 1\), got nan$"),
     (Acceptance, {"margin": "x"}, r"^Acceptance.margin must be a number in \[0, 1\), got 'x'$"),
     (Acceptance, {"delta": math.nan}, r"^constant value must be a finite number, got nan$"),

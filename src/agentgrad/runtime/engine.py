@@ -297,10 +297,8 @@ class Engine:
         """`diff` without the ops its origin task does not need (`runtime.trim`), on `base` (the snapshot it was
         written on, or the head it was rebased onto: then the base is scored on the origin first); the trimmed diff
         keeps the id, and a proposal event with ``trimmed`` (the ops taken out) records it."""
-        async def both(texts: tuple[str, str], task: str) -> tuple[float, float]:
-            return (await self.gate.score_pairs(texts, [task]))[task]
         before = origin.reward if origin.snapshot == base else await self.gate.score(base.text, origin.task_id)
-        trimmed, dropped = await passengers(diff, base.text, origin.task_id, before, both)
+        trimmed, dropped = await passengers(diff, base.text, origin.task_id, before, self.gate.pair)
         if dropped:
             gone = "; ".join(repr(diff.ops[i].new or diff.ops[i].old) for i in dropped)
             trimmed = replace(trimmed, rationale=f"{diff.rationale} (taken out, not needed on task {origin.task_id}: "

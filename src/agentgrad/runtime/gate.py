@@ -140,7 +140,7 @@ class Gate:
             raise OutOfBudget("gate_evals")
         return {t: (scores[(t, 0)], scores[(t, 1)]) for t in ids}
 
-    async def _pair(self, texts: tuple[str, str], task_id: str) -> tuple[float, float]:
+    async def pair(self, texts: tuple[str, str], task_id: str) -> tuple[float, float]:
         """Base and candidate scores on one task, both at once; OutOfBudget if either could not run. When `peek`
         finds the base's score cached (the usual case) only the candidate is scored, with no task group."""
         base = self.peek(texts[0], task_id) if self.peek is not None else None
@@ -163,7 +163,7 @@ class Gate:
 
         async def one(task_id: str) -> None:
             try:
-                result: tuple[float, float] | None = await self._pair(texts, task_id)
+                result: tuple[float, float] | None = await self.pair(texts, task_id)
             except OutOfBudget:
                 result = None
             await send.send((task_id, result))

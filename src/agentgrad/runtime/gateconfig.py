@@ -20,8 +20,8 @@ class GateConfig:
         screen_tasks: the screen's minibatch: the origin task and this many minus one other training tasks (a
             seeded sample per diff, the base scored there too); the candidate passes when its sum there beats the
             base's (GEPA's minibatch test is 3).
-        trim: once a diff of several ops passes the screen, take out the ops its origin task does not need
-            (`runtime.trim`: a tip riding along with a rule that wins is not committed with it).
+        trim: before a diff of several ops made from a rollout is scored, take out the ops its origin task does not
+            need (`runtime.trim`: a tip riding along with a rule that wins is not committed with it).
         early_stop: stop as soon as the verdict is certain (exact; never changes a verdict).
         max_examples: at most this many tasks in a candidate's plan (None: the whole pool).
         futility: also stop (and so reject) once the predictive probability of passing on the whole plan falls

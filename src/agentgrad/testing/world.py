@@ -332,7 +332,7 @@ class ReferenceWorld:
     # -- reading ops -------------------------------------------------------------------------------------------
 
     def _written(self, op: Op) -> tuple[str, str] | None:
-        """(key, value) that a KEY op writes, or None for other ops."""
+        """(key, value) that a KEY op (or, in a free-text skill, a RULE op) writes, or None for other ops."""
         if op.scope not in (Scope.KEY, Scope.RULE) or op.new is None:
             return None
         entry = split_entry(op.new)
