@@ -143,3 +143,43 @@ def test_a_sibling_that_rewrites_the_head_is_a_context_only_once_the_run_winds_d
     parking.winding_down = True
     (released,) = parking.release(fresh, earlier, keeps=lambda d: False)
     assert parking.siblings[released.diff.id] == candidate("rewrite").diff
+
+
+def test_once_the_earlier_versions_are_used_up_an_earlier_version_with_a_siblings_change_serves() -> None:
+    parking = Parking()
+    parking.winding_down = True
+    parking.park(candidate("a"))
+    parking.park(candidate("b"))
+    asked: list[tuple[int, str]] = []
+
+    def combine(version: Earlier, sibling: Diff) -> Earlier:
+        asked.append((version.version, sibling.id))
+        return Earlier(version.version, version.text + sibling.id, via=sibling.id)
+
+    def fresh(c: Candidate, context: Context | None) -> bool:  # only a combined context is new to either
+        return isinstance(context, Earlier) and context.via is not None
+    released = parking.release(fresh, lambda: [Earlier(2, "v2"), Earlier(1, "v1")], combine=combine)
+    assert [c.diff.id for c in released] == ["a", "b"]
+    assert parking.siblings["a"] == Earlier(2, "v2b", via="b") and parking.siblings["b"] == Earlier(2, "v2a", via="a")
+    assert asked == [(2, "b"), (2, "a")]  # made lazily, each once
+
+
+def test_combined_contexts_wait_for_the_run_to_wind_down_and_are_bounded() -> None:
+    parking = Parking()
+    parking.park(candidate("a"))
+    parking.offer([candidate(f"s{i}").diff for i in range(TRIES + 2)])
+    tried: list[Earlier] = []
+
+    def fresh(c: Candidate, context: Context | None) -> bool:
+        if isinstance(context, Earlier) and context.via is not None:
+            tried.append(context)
+        return False
+
+    many = [Earlier(v, f"v{v}") for v in range(EARLIER + 3, 0, -1)]
+
+    def combine(version: Earlier, sibling: Diff) -> Earlier:
+        return Earlier(version.version, version.text + sibling.id, via=sibling.id)
+    assert parking.release(fresh, lambda: many, combine=combine) == [] and not tried
+    parking.winding_down = True
+    assert parking.release(fresh, lambda: many, combine=combine) == []
+    assert len(tried) == EARLIER * TRIES and {c.version for c in tried} == {v.version for v in many[:EARLIER]}

@@ -3,8 +3,10 @@ can show a gain for, is committed once its origin task wins again in fresh conte
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,12 +21,13 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.parking import Earlier
 from agentgrad.runtime.records import candidate_from_dict, candidate_to_dict
-from agentgrad.runtime.replicate import applied_on, is_fresh, keeps_whole
+from agentgrad.runtime.replicate import HeadWith, applied_on, combined, is_fresh, keeps_whole
 from agentgrad.runtime.stale import release_parked
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
 from agentgrad.testing.presets import preset
+from agentgrad.testing.world import ReferenceWorld, WorldConfig
 from tests.runtime import helpers
 from tests.runtime.helpers import events
 
@@ -91,12 +94,20 @@ def test_a_change_applies_on_a_sibling_context_unless_it_conflicts_or_is_already
 
 
 def test_a_sibling_keeps_the_head_whole_only_if_its_change_adds_without_rewriting_a_line() -> None:
-    text = "# s\n- dates: use method 6\n"
-    assert keeps_whole(text, Diff("skills/s", 0, (Op.add("key", "- tip 6: show your work"),), id="tip"))
+    head = HeadWith("# s\n- dates: use method 6\n")
+    assert keeps_whole(head, Diff("skills/s", 0, (Op.add("key", "- tip 6: show your work"),), id="tip"))
     wrong = Op.replace("key", "- dates: use method 6", "- dates: use method 8")
-    assert not keeps_whole(text, Diff("skills/s", 0, (wrong,), id="wrong"))
-    assert not keeps_whole(text, Diff("skills/s", 0, (Op.delete("key", "- dates: use method 6"),), id="drop"))
-    assert not keeps_whole(text, Diff("skills/s", 0, (Op.add("key", "- dates: use method 8"),), id="clash"))
+    assert not keeps_whole(head, Diff("skills/s", 0, (wrong,), id="wrong"))
+    assert not keeps_whole(head, Diff("skills/s", 0, (Op.delete("key", "- dates: use method 6"),), id="drop"))
+    assert not keeps_whole(head, Diff("skills/s", 0, (Op.add("key", "- dates: use method 8"),), id="clash"))
+
+
+def test_the_head_with_a_siblings_change_is_made_once_per_sibling() -> None:
+    head = HeadWith("# s\n- dates: use method 6\n")
+    tip = Diff("skills/s", 0, (Op.add("key", "- tip 6: show your work"),), id="tip")
+    first = head(tip)
+    assert first == applied_on(tip, head.text) and head(tip) is first
+    assert head(Diff("skills/s", 0, (Op.add("key", "- dates: use method 8"),), id="clash")) is None
 
 
 def _parked(engine: Engine, origin: str, name: str = "p1") -> Candidate:
@@ -191,6 +202,46 @@ def test_winding_down_releases_a_lone_candidate_on_an_earlier_version(tmp_path: 
         assert engine.parking.winding_down and len(engine.parking) == 1
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_an_earlier_version_with_a_siblings_change_is_fresh_even_where_the_candidate_was_born(
+        tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        candidate = _parked(engine, engine.train[0])  # born on version 0, the head
+        other = _parked(engine, engine.train[1], "q1")
+        born = Earlier(0, engine.head.text)
+        both = combined(born, other.diff)
+        assert both is not None and both.via == "q1" and "- q1: use method 1" in both.text
+        assert not is_fresh(engine, candidate, born) and is_fresh(engine, candidate, both)
+        assert combined(born, candidate.diff) is not None and not is_fresh(engine, candidate,
+                                                                           combined(born, candidate.diff))
+        assert combined(both, other.diff) is None  # one sibling a context
+        assert release_parked(engine, winding_down=True) != []  # each other's context: released
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_rare_rules_left_with_no_context_on_a_short_history_are_decided_on_earlier_versions_with_a_sibling(
+        tmp_path: Path) -> None:
+    # Eleven categories, 20 tasks: units and algebra have one training task each and none in validation. Both rules
+    # waited for a context once the head and the two earlier versions were used up, and the run ended with over 140 of
+    # its 220 calls unused and both undecided; earlier versions with the other's change serve now.
+    world = ReferenceWorld(WorldConfig(n_categories=11, tasks_per_category=6, n_methods=5, noise=0.05, p_right=0.43,
+                                       p_junk=0.148, p_contradict=0.14, p_duplicate=0.282, seed=1812, train=0.5,
+                                       val=0.25, test=0.25, zipf=1.0))
+    clock = FakeClock()
+    bot = WorldAgent(world, median=0.001, sleep=clock.sleep)
+    outcomes: list[str] = []
+
+    def listen(kind: str, payload: Mapping[str, Any]) -> None:
+        if kind == "decision":
+            outcomes.append(str(payload["outcome"]))
+    result = evolve(bot.splits(), bot.reward, agent=bot, strategy=world.strategy, artifact=world.artifact,
+                    budget=Budget(calls=220), workers=1, asynchronous=False, store=tmp_path / "run", seed=0,
+                    clock=clock.now, callbacks=[listen])
+    assert result.ok, result.error
+    assert all(world.right_rule(c) in result.artifact.text for c in ("units", "algebra"))
+    assert "deferred" not in outcomes and world.audit(result.artifact.text) == {"right": 4, "wrong": 0, "junk": 0}
 
 
 def test_near_the_end_of_a_tight_budget_the_calls_go_to_replications_not_to_rollouts(tmp_path: Path) -> None:

@@ -7,15 +7,17 @@ has, so a change that needs an earlier rule still finds it; one that rewrites or
 away the very rule the change builds on (a turned-down ``dates: use method 8`` replaces the head's right dates rule,
 and an override of dates then fails with and without it: a tie where it should win). When the run winds down
 (nothing else left to do: no rollout to come, so no later head) and no such context exists, *last-resort* contexts
-serve: first the siblings that rewrite the head, then earlier committed versions. Their noise is as fresh; only a
-change that needs what they lack can lose there, which costs power, never safety. Which context comes next never
-depends on the candidate's scores, only on the texts. A replica row's id names its context:
-``<origin task>@<first 12 hex digits of the context's hash>``.
+serve: first the siblings that rewrite the head, then earlier committed versions, then earlier versions with a
+sibling's change applied (a rare category's rule with one training task and no validation task can only be judged
+on its origin task, and a short run has few versions: without these it was left undecided with calls unused).
+Their noise is as fresh; only a change that needs what they lack can lose there, which costs power, never
+safety. Which context comes next never depends on the candidate's scores, only on the texts. A replica row's id
+names its context: ``<origin task>@<first 12 hex digits of the context's hash>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from agentgrad.core.artifact import content_hash
@@ -31,10 +33,12 @@ EARLIER = 8  # earlier versions (the latest first) tried as last-resort contexts
 
 @dataclass(frozen=True)
 class Earlier:
-    """A last-resort context: an earlier committed version of the artifact, whole."""
+    """A last-resort context: an earlier committed version of the artifact, whole, or (`via`: the sibling's diff
+    id) with a sibling's change applied."""
 
     version: int
     text: str
+    via: str | None = None
 
 
 Context = Diff | Earlier  # a sibling change applied to the head, or (last resort) an earlier version
@@ -90,17 +94,21 @@ class Parking:
 
     def release(self, fresh: Callable[[Candidate, Context | None], bool],
                 earlier: Callable[[], Sequence[Earlier]] = tuple,
-                keeps: Callable[[Diff], bool] = lambda sibling: True) -> list[Candidate]:
+                keeps: Callable[[Diff], bool] = lambda sibling: True,
+                combine: Callable[[Earlier, Diff], Earlier | None] = lambda version, sibling: None
+                ) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
         else on the head with the first of `TRIES` siblings that `keeps` the head whole (other waiting candidates'
         changes, then the spares) for which `fresh(c, sibling)`; else, while `winding_down`, with the first of
         `TRIES` siblings that do not keep it, then in the first of the `earlier()` versions that is fresh for it
-        (read once, and only if a candidate needs one; the context chosen is noted in `siblings`). While winding
-        down, those left waiting are `stranded` until the next release."""
+        (read once, and only if a candidate needs one), then in the first such version `combine`d with one of the
+        first `TRIES` siblings (the context chosen is noted in `siblings`). While winding down, those left waiting
+        are `stranded` until the next release."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         whole: dict[str, bool] = {}  # sibling id -> keeps(sibling), asked once per release
         versions: Sequence[Earlier] | None = None
+        made: dict[tuple[int, str], Earlier | None] = {}  # (version, sibling id) -> combined, asked once a release
         for candidate in rest:
             others = [s.diff for s in rest if s is not candidate] + self.spares
             tiers = _tiers(others, keeps, whole)
@@ -110,6 +118,9 @@ class Parking:
             if sibling is None and self.winding_down:
                 versions = earlier()[:EARLIER] if versions is None else versions
                 sibling = next((v for v in versions if fresh(candidate, v)), None)
+                if sibling is None:
+                    pairs = ((v, d) for v in versions for d in [*tiers[0], *tiers[1]][:TRIES])
+                    sibling = next((c for c in _combined(pairs, combine, made) if fresh(candidate, c)), None)
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
                 ready.append(candidate)
@@ -117,6 +128,17 @@ class Parking:
             del self.waiting[candidate.diff.id]
         self.stranded = frozenset(self.waiting) if self.winding_down else frozenset()
         return ready
+
+
+def _combined(pairs: Iterable[tuple[Earlier, Diff]], combine: Callable[[Earlier, Diff], Earlier | None],
+              made: dict[tuple[int, str], Earlier | None]) -> Iterator[Earlier]:
+    """The combined contexts of `pairs` that exist, made lazily; `made` caches `combine`."""
+    for version, sibling in pairs:
+        key = (version.version, sibling.id)
+        if key not in made:
+            made[key] = combine(version, sibling)
+        if made[key] is not None:
+            yield made[key]  # type: ignore[misc]
 
 
 def _tiers(others: Sequence[Diff], keeps: Callable[[Diff], bool],

@@ -26,31 +26,56 @@ def applied_on(diff: Diff, text: str) -> str | None:
     return apply(moved, text) if isinstance(moved, Diff) and moved.ops else None
 
 
-def context_of(head: Snapshot, sibling: Context | None) -> str | None:
-    """The text of a context: the head, the head with `sibling`'s change (None if that does not apply), or a
-    whole earlier text (a last-resort context, `runtime.parking`)."""
+class HeadWith:
+    """A text with a sibling's change applied (`applied_on`), made once per sibling: a release asks twice, whether
+    the sibling keeps the head whole and whether the context is fresh."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._made: dict[str, str | None] = {}
+
+    def __call__(self, sibling: Diff) -> str | None:
+        if sibling.id not in self._made:
+            self._made[sibling.id] = applied_on(sibling, self.text)
+        return self._made[sibling.id]
+
+
+def context_of(head: Snapshot, sibling: Context | None, head_with: HeadWith | None = None) -> str | None:
+    """The text of a context: the head, the head with `sibling`'s change (None if that does not apply; made by
+    `head_with` when given), or a whole earlier text (a last-resort context, `runtime.parking`)."""
     if isinstance(sibling, Earlier):
         return sibling.text
-    return head.text if sibling is None else applied_on(sibling, head.text)
+    if sibling is None:
+        return head.text
+    return applied_on(sibling, head.text) if head_with is None else head_with(sibling)
 
 
-def keeps_whole(text: str, sibling: Diff) -> bool:
-    """True if `text` with `sibling`'s change still has every line of `text` (the change only adds): a context
-    where a change that builds on the head's rules still finds them (`runtime.parking`). False if it does not
-    apply."""
-    changed = applied_on(sibling, text)
+def combined(version: Earlier, sibling: Diff) -> Earlier | None:
+    """The earlier version with `sibling`'s change applied (a last-resort context, `runtime.parking`); None if it
+    does not apply there."""
+    text = applied_on(sibling, version.text) if version.via is None else None
+    return None if text is None else Earlier(version.version, text, via=sibling.id)
+
+
+def keeps_whole(head_with: HeadWith, sibling: Diff) -> bool:
+    """True if the text of `head_with` with `sibling`'s change still has every line of it (the change only adds): a
+    context where a change that builds on the head's rules still finds them (`runtime.parking`). False if it does
+    not apply."""
+    text, changed = head_with.text, head_with(sibling)
     return changed is not None and not Counter(text.splitlines()) - Counter(changed.splitlines())
 
 
-def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = None) -> bool:
+def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = None,
+             head_with: HeadWith | None = None) -> bool:
     """True if the context (the head, the head with `sibling`, or the earlier version `sibling`) is one
     `candidate` was never scored in (not the head its evidence was gathered on, nor one of its replicas', nor the
-    version it was proposed on) and its change applies there."""
-    text = context_of(engine.head, sibling)
+    version it was proposed on) and its change applies there. `head_with`: the head's texts with siblings, shared
+    by the calls of one release."""
+    text = context_of(engine.head, sibling, head_with)
     if text is None or applied_on(candidate.diff, text) is None:
         return False  # no such context, or the change does not apply there (or it already has it)
     born = engine.open.born(candidate.diff.id)
-    if isinstance(sibling, Earlier) and (born is None or sibling.version == born):
+    if isinstance(sibling, Earlier) and sibling.via is None and (born is None or sibling.version == born):
         return False  # the version it was proposed on, picked there for failing (or that version is not known)
     seen = used_contexts(candidate)
     version = candidate.evidence.base_version
@@ -101,4 +126,5 @@ async def replicate(engine: Engine, proposed: Proposed, candidate: Candidate,
                      shows_origin=candidate.shows_origin)
 
 
-__all__ = ["MIN_ROWS", "applied_on", "context_of", "is_fresh", "keeps_whole", "replicate"]
+__all__ = ["MIN_ROWS", "HeadWith", "applied_on", "combined", "context_of", "is_fresh", "keeps_whole",
+           "replicate"]

@@ -22,9 +22,9 @@ from agentgrad.optim.staleness import lag_of, move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
-from agentgrad.runtime.parking import EARLIER, Earlier
+from agentgrad.runtime.parking import EARLIER, Context, Earlier
 from agentgrad.runtime.records import Proposed, Snapshot
-from agentgrad.runtime.replicate import is_fresh, keeps_whole, replicate
+from agentgrad.runtime.replicate import HeadWith, combined, is_fresh, keeps_whole, replicate
 from agentgrad.store.kinds import EventKind
 
 REPAIR_SUFFIX = "-repair"
@@ -222,5 +222,8 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
     def earlier() -> list[Earlier]:
         history = engine.store.history(engine.artifact.id)[:-1]
         return [Earlier(v.number, v.text) for v in reversed(history[-EARLIER:])]
-    return [(c, Outcome.EXTEND) for c in parking.release(partial(is_fresh, engine), earlier,
-                                                         partial(keeps_whole, engine.head.text))]
+    head_with = HeadWith(engine.head.text)
+
+    def fresh(candidate: Candidate, sibling: Context | None) -> bool:
+        return is_fresh(engine, candidate, sibling, head_with)
+    return [(c, Outcome.EXTEND) for c in parking.release(fresh, earlier, partial(keeps_whole, head_with), combined)]
