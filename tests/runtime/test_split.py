@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrad.optim.judge import REPLICAS
+from agentgrad.optim.judge import EXTRA_REPLICAS, REPLICAS
 from agentgrad.runtime.split import PRIOR_WEIGHT, SplitFigures, judging_reserve, may_explore, replication_reserve
 
 
@@ -125,7 +125,8 @@ def test_may_explore_is_antitone_in_the_rollouts_in_flight(fig: SplitFigures, ca
 def test_the_replication_reserve_is_two_calls_for_each_context_a_parked_candidate_lacks() -> None:
     assert REPLICAS == 5
     assert replication_reserve([]) == 0.0
-    assert replication_reserve([0, 3, 5, 7]) == 2 * 5 + 2 * 2 + 0 + 0
+    assert replication_reserve([0, 3, 5, 7]) == 2 * 5 + 2 * 2 + 2 * 3 + 2 * 1  # past five: the second stage's 3
+    assert replication_reserve([REPLICAS + EXTRA_REPLICAS, 9]) == 0.0
 
 
 def test_the_calls_parked_candidates_may_need_are_kept_even_with_nothing_else_in_flight() -> None:

@@ -12,7 +12,8 @@ full held-out check, and (with `best_only`) every passer but the best one per ar
 A candidate with an origin task that fails its first look without being promising, but with no harm, is held to
 *replicate* instead (its gain may have no like task to show on: a rare category): its later look is the replication
 test (`optim.judge`), its origin task scored again in fresh contexts (later heads, or the head with another
-change), `optim.judge.REPLICAS` of them by design; it waits while the test is not passed yet and still can be. (The
+change), `optim.judge.REPLICAS` of them by design (and `EXTRA_REPLICAS` more for one a full win short after them);
+it waits while the test is not passed yet and still can be. (The
 runtime also replicates a promising candidate whose plan has no more tasks like its origin to score.) Which of the
 two a later look is follows from the first look's evidence and the task inputs alone, so each keeps its share of δ;
 stopping the replication early either way (curtailment) leaves its test exact.
@@ -20,7 +21,8 @@ stopping the replication early either way (curtailment) leaves its test exact.
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
 look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication (at 0.2 of the second look's
 0.015), on 3 full wins in at most 5 fresh contexts while the noise bound q_r is at most 0.06, on 4 up to 0.16, and
-on 5 of 5 up to the cap of 1/4.
+on 5 of 5 up to the cap of 1/4; one full win short after 5, 3 more contexts follow, and 1 win in them passes while
+q_r is at most 0.10 (after 3 of 5) or 0.19 (after 4 of 5), 2 up to 0.14 or 0.25.
 """
 
 from __future__ import annotations

@@ -32,8 +32,13 @@ credible bound of the noise's win rate per far row (never above 1/4: with base a
 p(1 − p) <= 1/4), independently across contexts. The design is `REPLICAS` contexts and the p-value of W full wins
 is P(Bin(REPLICAS, q_r) >= W), tested at `REPLICA_SHARE` of the look's δ and with at least `REPLICA_WINS` full wins
 asked for however quiet the noise (the change acts on one task: little to gain, so little risk is worth taking, and
-the share keeps junk out in practice, not only in the bound); the runtime may stop early both ways
-(curtailment: W already passes, or can no longer pass), which leaves the test exact. The no-harm check is as above,
+the share keeps junk out in practice, not only in the bound). Evidence accumulates instead of starting again: a
+change one full win short of passing after the `REPLICAS` contexts, where passing asks for more than
+`REPLICA_WINS` of them (q_r above about 0.06, where a real fix that wins 80-90% of its contexts often misses one),
+gets `EXTRA_REPLICAS` more, a second stage with the stagewise p-value P(W_1 >= w) + P(W_1 = w − 1) P(Bin(3, q_r) >=
+W_2), w being the first stage's pass; with the first stage's pass ranked above any of the second, the two stages
+together keep the bound. The runtime may stop early both ways (curtailment: the test already passes, or can no
+longer pass in either stage), which leaves the test exact. The no-harm check is as above,
 on all rows, but wins need not outnumber losses there: the change acts on one task, and a loss or two elsewhere is
 what noise makes (the harm check bounds it).
 
@@ -58,6 +63,7 @@ FAILING = 0.5  # the calibrated test needs the base to fail at least this share 
 REPLICA_BOUND = 0.25  # the most a fresh context can make a win of a change with no effect: p(1 - p) <= 1/4
 REPLICAS = 5  # the replication test's design: the origin task scored in this many fresh contexts ...
 REPLICA_WINS = 3  # ... of which at least this many must be full wins, however low the noise
+EXTRA_REPLICAS = 3  # ... and a change one full win short of passing after them gets this many more (stage two)
 REPLICA_SHARE = 0.2  # ... tested at this share of the look's δ: a change that acts on one task has little to gain
 TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
 
@@ -112,6 +118,7 @@ class Judgement:
     focused: bool
     noise_win: float
     harm_p: float
+    pooled: bool = False  # replicas of several origin tasks (a fused change): one pooled stage
 
     @property
     def harmful(self) -> bool:
@@ -129,7 +136,8 @@ class Judgement:
         where = f"{self.gain.n} focus tasks" if self.focused else f"{self.gain.n} tasks"
         if self.test == "replicated":
             done = (f"{self.gain.n} of {REPLICAS}" if self.gain.n <= REPLICAS  # fused changes pool their contexts
-                    else f"{self.gain.n} (fused changes, {REPLICAS} each by design)")
+                    else f"{self.gain.n} (fused changes, {REPLICAS} each by design)" if self.pooled
+                    else f"{self.gain.n} of {REPLICAS + EXTRA_REPLICAS} (one full win short after {REPLICAS})")
             gain = (f"replication of its origin task in {done} fresh contexts: "
                     f"{self.gain.wins:.4g} wins, {self.gain.losses:.4g} losses, against noise <= {self.noise_win:.3f}"
                     f" a context: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
@@ -176,16 +184,64 @@ def replica_wins(evidence: Evidence) -> tuple[int, int]:
     return sum(1 for r in rows if r.base <= TIE and r.candidate >= 1.0 - TIE), len(rows)
 
 
-def replica_p(wins: int, *, noise: NoiseEstimate | None) -> float:
-    """The p-value of `wins` full wins in the replication design of `REPLICAS` contexts (1 below `REPLICA_WINS`)."""
-    return binom_tail(wins, REPLICAS, replica_bound(noise)) if wins >= REPLICA_WINS else 1.0
+@dataclass(frozen=True)
+class Replicas:
+    """Full wins of a candidate's replica rows in the two stages of the design: `first` in its first `REPLICAS`
+    contexts, `extra` in those after (None before the second stage), `n` contexts in all; `pooled` when the rows
+    come from several origin tasks (a fused change), whose wins are pooled in one stage."""
+
+    first: int
+    extra: int | None
+    n: int
+    pooled: bool
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> Replicas:
+        rows = {r.task_id: r for r in evidence.rows}
+        won = [rows[t].base <= TIE and rows[t].candidate >= 1.0 - TIE for t in evidence.replicas if t in rows]
+        pooled = len({t.rsplit("@", 1)[0] for t in evidence.replicas}) > 1 or len(won) > REPLICAS + EXTRA_REPLICAS
+        if pooled or len(won) <= REPLICAS:
+            return cls(sum(won), None, len(won), pooled)
+        return cls(sum(won[:REPLICAS]), sum(won[REPLICAS:]), len(won), pooled)
+
+
+def stage_one_wins(q: float, alpha: float) -> int:
+    """The fewest full wins in `REPLICAS` contexts that pass at `alpha` (at least `REPLICA_WINS`; `REPLICAS` + 1
+    when none does): one fewer is the second stage's way in."""
+    return next((w for w in range(REPLICA_WINS, REPLICAS + 1) if binom_tail(w, REPLICAS, q) < alpha), REPLICAS + 1)
+
+
+def replica_p(first: int, extra: int | None = None, *, q: float, alpha: float) -> float:
+    """The p-value of `first` full wins in the first `REPLICAS` contexts and `extra` in the `EXTRA_REPLICAS` of
+    the second stage (None: not entered), in the stagewise order: a pass in the first stage ranks above any in the
+    second. The second stage is entered one win short of the first stage's pass only, and only where that pass
+    asks for more than `REPLICA_WINS` (noise loud enough that a real fix may miss a context), so its p-value is the
+    first stage's chance to pass plus the chance to land one short there and win `extra` of the rest."""
+    one = binom_tail(first, REPLICAS, q) if first >= REPLICA_WINS else 1.0
+    if extra is None or one < alpha:
+        return one
+    if first < REPLICA_WINS or first + 1 != stage_one_wins(q, alpha):
+        return 1.0
+    short = binom_tail(first, REPLICAS, q) - binom_tail(first + 1, REPLICAS, q)
+    return binom_tail(first + 1, REPLICAS, q) + short * binom_tail(extra, EXTRA_REPLICAS, q)
 
 
 def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | None) -> bool:
-    """True while `evidence` has fewer than `REPLICAS` replicas and a full win in each context left would pass at
-    the look's `delta` (of which the test takes `REPLICA_SHARE`)."""
-    wins, n = replica_wins(evidence)
-    return n < REPLICAS and replica_p(wins + REPLICAS - n, noise=noise) < delta * REPLICA_SHARE
+    """True while some outcome of the contexts left could still pass at the look's `delta` (of which the test
+    takes `REPLICA_SHARE`): in the first `REPLICAS` contexts, or, one full win short after them, in the
+    `EXTRA_REPLICAS` of the second stage. Pooled (fused) evidence gets no more contexts."""
+    got, q, alpha = Replicas.of(evidence), replica_bound(noise), delta * REPLICA_SHARE
+    if got.pooled:
+        return got.n < REPLICAS and replica_p(got.first + REPLICAS - got.n, q=q, alpha=alpha) < alpha
+    short = stage_one_wins(q, alpha) - 1
+    second = REPLICA_WINS <= short <= REPLICAS and replica_p(short, EXTRA_REPLICAS, q=q, alpha=alpha) < alpha
+    if got.n < REPLICAS:
+        best = got.first + REPLICAS - got.n
+        return replica_p(best, q=q, alpha=alpha) < alpha or (second and best >= short)
+    if got.n < REPLICAS + EXTRA_REPLICAS and got.first == short and second:
+        extra = (got.extra or 0) + REPLICAS + EXTRA_REPLICAS - got.n
+        return replica_p(got.first, extra, q=q, alpha=alpha) < alpha
+    return False
 
 
 def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None) -> Judgement:
@@ -193,12 +249,13 @@ def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: No
     delta *= REPLICA_SHARE
     marked = set(evidence.replicas)
     gain, total = RowTally.of(r for r in evidence.rows if r.task_id in marked), RowTally.of(evidence.rows)
-    p_value = replica_p(replica_wins(evidence)[0], noise=noise)
+    got, q = Replicas.of(evidence), replica_bound(noise)
+    p_value = replica_p(got.first, got.extra, q=q, alpha=delta)
     harm_p = 1.0
     if noise is not None and total.losses > 0:
         harm_p = binom_tail(total.losses, total.loss_room, noise.loss_upper())
     passes = p_value < delta and harm_p >= HARM  # the gain is on one task: elsewhere only harm is looked for
-    return Judgement(passes, "replicated", p_value, delta, margin, gain, total, True, replica_bound(noise), harm_p)
+    return Judgement(passes, "replicated", p_value, delta, margin, gain, total, True, q, harm_p, got.pooled)
 
 
 def wins_needed(chances: int, *, delta: float, margin: float, noise: NoiseEstimate | None,
@@ -259,6 +316,7 @@ def certain(gain: RowTally, total: RowTally, *, focused: bool, gain_left: int, o
     return not passes(gain.plus(wins=gain_left), total.plus(wins=left))
 
 
-__all__ = ["HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS", "Judgement", "RowTally",
-           "binom_tail", "certain", "judge", "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated",
-           "replica_bound", "replica_p", "replica_wins", "split", "wins_needed"]
+__all__ = ["EXTRA_REPLICAS", "HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS",
+           "Judgement", "Replicas", "RowTally", "binom_tail", "certain", "judge", "judge_replicas", "judge_tallies",
+           "may_replicate", "prefer_calibrated", "replica_bound", "replica_p", "replica_wins", "split",
+           "stage_one_wins", "wins_needed"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agentgrad.optim.judge import REPLICAS
+from agentgrad.optim.judge import EXTRA_REPLICAS, REPLICAS
 
 PRIOR_WEIGHT = 2.0  # the priors count as this many observations
 
@@ -60,8 +60,9 @@ def judging_reserve(figures: SplitFigures, *, waiting: int, exploring: int) -> f
 
 def replication_reserve(replicas: Iterable[int]) -> float:
     """The most calls candidates held to replicate still need, given the replicas each has: two a context (the
-    origin task with and without the change) up to the design's `REPLICAS`."""
-    return float(sum(2 * max(0, REPLICAS - n) for n in replicas))
+    origin task with and without the change) up to the design's `REPLICAS`, or, for one held past them (its second
+    stage), up to `REPLICAS` + `EXTRA_REPLICAS`."""
+    return float(sum(2 * max(0, (REPLICAS if n < REPLICAS else REPLICAS + EXTRA_REPLICAS) - n) for n in replicas))
 
 
 def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, exploring: int,
