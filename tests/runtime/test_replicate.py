@@ -20,9 +20,9 @@ from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.parking import Earlier
-from agentgrad.runtime.records import candidate_from_dict, candidate_to_dict
+from agentgrad.runtime.records import Proposed, candidate_from_dict, candidate_to_dict
 from agentgrad.runtime.replicate import HeadWith, applied_on, combined, is_fresh, keeps_whole
-from agentgrad.runtime.stale import release_parked
+from agentgrad.runtime.stale import _focus_exhausted, release_parked
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
@@ -255,3 +255,26 @@ def test_near_the_end_of_a_tight_budget_the_calls_go_to_replications_not_to_roll
     rare_rules = [world.right_rule(c) for c in ("probability", "strings")]
     assert all(rule in result.artifact.text for rule in rare_rules)
     assert world.audit(result.artifact.text)["wrong"] == 0 and result.usage.rollouts + result.usage.gate_evals <= 150
+
+
+def test_a_further_look_whose_new_focus_tasks_the_base_solves_is_a_replication_instead(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        origin = engine.train[0]
+        head = engine.head
+        focus, _ = engine.gate.plan(head.text, head.version, origin, 1)
+        more, _ = engine.gate.plan(head.text, head.version, origin, 2)
+        new = [t for t in more if t not in focus]
+        assert focus and new
+        diff = Diff(WORLD.artifact.id, 0, (Op.add("key", "- p1: use method 1"),), id="p1")
+        rows = tuple(Row(t, 1.0, 1.0) for t in focus)
+        candidate = Candidate(diff, Evidence(rows, base_version=0, focus=tuple(focus)), looks=1, origin=origin)
+        proposed = Proposed(diff, head, None)
+        assert not _focus_exhausted(engine, proposed, candidate)  # the base's scores there are not known
+        for task in new[:-1]:
+            engine.cache.put(head.text, task, 1.0)
+        engine.cache.put(head.text, new[-1], 0.0)
+        assert not _focus_exhausted(engine, proposed, candidate)  # one new task the base fails: room to win
+        engine.cache.put(head.text, new[-1], 1.0)
+        assert _focus_exhausted(engine, proposed, candidate)  # the look could only tie or lose: replicate
+
+    helpers.on_engine(tmp_path / "run", body)

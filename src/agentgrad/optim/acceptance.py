@@ -11,11 +11,11 @@ full held-out check, and (with `best_only`) every passer but the best one per ar
 
 A candidate with an origin task that fails its first look without being promising, but with no harm, is held to
 *replicate* instead (its gain may have no like task to show on: a rare category): its later look is the replication
-test (`optim.judge`), its origin task scored again in fresh contexts (later heads, or the head with another
-change), `optim.judge.REPLICAS` of them by design (and `EXTRA_REPLICAS` more for one a full win short after them);
-it waits while the test is not passed yet and still can be. (The
-runtime also replicates a promising candidate whose plan has no more tasks like its origin to score.) Which of the
-two a later look is follows from the first look's evidence and the task inputs alone, so each keeps its share of δ;
+test (`optim.judge`), its origin task scored again in fresh contexts (later heads, or the head with another change),
+`optim.judge.REPLICAS` of them by design (and `EXTRA_REPLICAS` more for one a full win short after them); it waits
+while the test is not passed yet and still can be. (The runtime also replicates a promising candidate whose plan has
+no more tasks like its origin to score, or only ones the base already solves.) Which of the two a later look is
+follows from the first look's evidence, the task inputs and the base's scores alone, so each keeps its share of δ;
 stopping the replication early either way (curtailment) leaves its test exact.
 
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first

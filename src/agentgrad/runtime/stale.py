@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
+from agentgrad.core.artifact import content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
@@ -120,7 +121,7 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
         return await engine.evaluate(proposed, full=True)
     if outcome is Outcome.EXTEND and not candidate.replicate and not candidate.shows_origin \
             and _focus_exhausted(engine, proposed, candidate):
-        candidate = replace(candidate, replicate=True)  # no more tasks like its origin: replicate there instead
+        candidate = replace(candidate, replicate=True)  # no more tasks like its origin to win: replicate instead
     if (outcome is Outcome.EXTEND and candidate.replicate) or candidate.evidence.replicas:
         # a re-check of replicated evidence on a new head is one more replica there (and its touched rows)
         old = candidate.evidence.base_version
@@ -145,14 +146,17 @@ def _spreads(engine: Engine, proposed: Proposed, candidate: Candidate, outcome: 
 
 
 def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -> bool:
-    """True if the candidate's gain is looked for on focus tasks and a further look's plan has no new one (a fact
-    of the task inputs, not of any score)."""
+    """True if the candidate's gain is looked for on focus tasks and a further look's plan has no new one where it
+    could win: none at all (a fact of the task inputs), or only tasks the base is known to solve (its cached
+    scores, not the candidate's: there the look could only tie or lose, as for an override whose few special cases
+    sit among tasks of its category that the category's rule already solves)."""
     focus = set(candidate.evidence.focus)
     if not focus or candidate.origin is None:
         return False
     base = proposed.snapshot
     more, _ = engine.gate.plan(base.text, base.version, candidate.origin, candidate.looks + 1)
-    return not set(more) - focus
+    key, scores = content_hash(base.text), engine.cache.scores
+    return all(scores.get((key, task), 0.0) >= 1.0 for task in set(more) - focus)
 
 
 async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: int = 1,
