@@ -176,14 +176,6 @@ def replica_bound(noise: NoiseEstimate | None) -> float:
     return REPLICA_BOUND if noise is None else min(REPLICA_BOUND, noise.row_win_upper())
 
 
-def replica_wins(evidence: Evidence) -> tuple[int, int]:
-    """(full wins, replica rows) of `evidence`: rows of its origin task in fresh contexts where the base failed
-    and the candidate succeeded."""
-    marked = set(evidence.replicas)
-    rows = [r for r in evidence.rows if r.task_id in marked]
-    return sum(1 for r in rows if r.base <= TIE and r.candidate >= 1.0 - TIE), len(rows)
-
-
 @dataclass(frozen=True)
 class Replicas:
     """Full wins of a candidate's replica rows in the two stages of the design: `first` in its first `REPLICAS`
@@ -318,5 +310,5 @@ def certain(gain: RowTally, total: RowTally, *, focused: bool, gain_left: int, o
 
 __all__ = ["EXTRA_REPLICAS", "HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS",
            "Judgement", "Replicas", "RowTally", "binom_tail", "certain", "judge", "judge_replicas", "judge_tallies",
-           "may_replicate", "prefer_calibrated", "replica_bound", "replica_p", "replica_wins", "split",
+           "may_replicate", "prefer_calibrated", "replica_bound", "replica_p", "split",
            "stage_one_wins", "wins_needed"]

@@ -137,8 +137,9 @@ def _combined(pairs: Iterable[tuple[Earlier, Diff]], combine: Callable[[Earlier,
         key = (version.version, sibling.id)
         if key not in made:
             made[key] = combine(version, sibling)
-        if made[key] is not None:
-            yield made[key]  # type: ignore[misc]
+        context = made[key]
+        if context is not None:
+            yield context
 
 
 def _tiers(others: Sequence[Diff], keeps: Callable[[Diff], bool],
