@@ -28,6 +28,14 @@ def _check_score(value: object, task_id: str, side: str) -> float:
     return number(value, f"task {task_id!r}: {side} score", low=0.0, high=1.0, error=InvalidEvidenceError)
 
 
+REPLICA_MARK = "@"  # a replica row's id: the origin task, this mark, then the name of its context
+
+
+def replica_origin(row_id: str) -> str:
+    """The origin task of a replica row's id (``<origin>@<context>``)."""
+    return row_id.rsplit(REPLICA_MARK, 1)[0]
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Paired per-example scores, plus what it cost to get them.
@@ -44,7 +52,7 @@ class Evidence:
         far: the rows' tasks least like the origin task; their differences estimate the answer noise.
         calibrated: the gate planned the gain test as the noise-calibrated one (`optim.judge`), not the sign test.
         replicas: the rows that score the candidate's origin task again on later heads (fresh contexts, ids
-            ``<origin>@v<version>``); when there are any, the acceptance test is the replication test
+            ``<origin>@<context>``, `replica_origin`); when there are any, the acceptance test is the replication test
             (`optim.judge`).
     """
 

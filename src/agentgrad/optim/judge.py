@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from scipy.special import betainc
 
-from agentgrad.core.evidence import Evidence, Row
+from agentgrad.core.evidence import Evidence, Row, replica_origin
 from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.stats import SIGN_TEST_PRIOR, prob_improvement
 
@@ -191,7 +191,7 @@ class Replicas:
     def of(cls, evidence: Evidence) -> Replicas:
         rows = {r.task_id: r for r in evidence.rows}
         won = [rows[t].base <= TIE and rows[t].candidate >= 1.0 - TIE for t in evidence.replicas if t in rows]
-        pooled = len({t.rsplit("@", 1)[0] for t in evidence.replicas}) > 1 or len(won) > REPLICAS + EXTRA_REPLICAS
+        pooled = len({replica_origin(t) for t in evidence.replicas}) > 1 or len(won) > REPLICAS + EXTRA_REPLICAS
         if pooled or len(won) <= REPLICAS:
             return cls(sum(won), None, len(won), pooled)
         return cls(sum(won[:REPLICAS]), sum(won[REPLICAS:]), len(won), pooled)

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 from agentgrad.core.artifact import content_hash
 from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import REPLICA_MARK
 from agentgrad.optim.base import Candidate
 
-MARK = "@"
+MARK = REPLICA_MARK
 SPARES = 16  # turned-down changes kept as possible siblings
 TRIES = 4  # siblings tried per waiting candidate each time the parked ones are looked at
 EARLIER = 8  # earlier versions (the latest first) tried as last-resort contexts once the run winds down
