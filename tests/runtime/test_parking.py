@@ -91,6 +91,32 @@ def test_at_most_tries_siblings_are_tried_per_candidate() -> None:
     assert len(tried) == TRIES and len(parking) == 1
 
 
+def test_a_candidate_that_used_the_first_siblings_tries_as_many_more() -> None:
+    """The siblings come in a fixed order: a candidate whose replicas used the first `TRIES` of them would never
+    be placed again (seen: seven rules one context short, stranded, and none committed) unless its tries grow."""
+    spares = [candidate(f"s{i}").diff for i in range(TRIES + 3)]
+    parking = Parking()
+    parking.offer(spares)  # newest first
+    rids = tuple(replica_id("t1", f"text {i}") for i in range(TRIES))
+    used = Candidate(candidate("a").diff, Evidence(tuple(Row(r, 1.0, 0.0) for r in rids), base_version=0,
+                                                   replicas=rids), origin="t1", replicate=True)
+    parking.park(used)
+    first = {d.id for d in parking.spares[:TRIES]}
+    (released,) = parking.release(lambda c, sibling: isinstance(sibling, Diff) and sibling.id not in first)
+    assert parking.siblings[released.diff.id] == parking.spares[TRIES]
+
+
+def test_a_released_candidate_is_out_for_replication_until_parked_again_or_decided() -> None:
+    parking = Parking()
+    parking.park(candidate("a"))
+    parking.park(candidate("b"))
+    parking.release(lambda c, sibling: True)
+    assert sorted(parking.out_for_replication({"a", "b"})) == [0, 0] and parking.replica_counts() == []
+    parking.park(candidate("a"))  # back, waiting for its next context
+    assert parking.out_for_replication({"a", "b"}) == [0] and parking.replica_counts() == [0]
+    assert parking.out_for_replication({"a"}) == []  # b was decided: forgotten
+
+
 def test_earlier_versions_are_contexts_only_once_the_run_winds_down() -> None:
     parking = Parking()
     parking.park(candidate("a"))

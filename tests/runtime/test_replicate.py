@@ -20,6 +20,7 @@ from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.parking import Earlier
+from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.records import Proposed, candidate_from_dict, candidate_to_dict
 from agentgrad.runtime.replicate import HeadWith, applied_on, combined, is_fresh, keeps_whole
 from agentgrad.runtime.stale import _focus_exhausted, release_parked
@@ -142,6 +143,26 @@ def test_parked_candidates_that_are_each_others_context_are_released_to_the_gate
         assert len(release_parked(engine, winding_down=True)) == 12 and not engine.parking.stranded
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_candidates_released_for_a_context_keep_their_calls_until_back_or_decided(tmp_path: Path) -> None:
+    """A synchronous round releases the parked candidates before its rollouts: priced as mere proposals, a round
+    of rollouts spent the calls their later contexts needed (seven rules each one context short at the end, none
+    committed)."""
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        engine.policy = SYNC
+        for i in range(3):
+            _parked(engine, engine.train[i], f"p{i}")
+        assert engine.pacing.explore_allowed()  # 3 x 5 contexts x 2 calls, and a rollout's proposal (13 calls)
+        assert len(release_parked(engine)) == 3 and not len(engine.parking)
+        # each priced as a proposal (13 calls before any is judged) for the context it is out for, and at two calls
+        # for each of the four contexts after: with a rollout's proposal, 76 calls, more than the 60 of the budget
+        assert not engine.pacing.explore_allowed()
+        for i in range(3):
+            engine.open.drop(f"p{i}")  # decided
+        assert engine.pacing.explore_allowed()
+
+    helpers.on_engine(tmp_path / "run", body, budget=Budget(calls=60))
 
 
 def test_a_parked_candidates_origin_is_passed_over_by_rollouts(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ names its context: ``<origin task>@<first 12 hex digits of the context's hash>``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from agentgrad.core.artifact import content_hash
@@ -27,7 +27,7 @@ from agentgrad.optim.base import Candidate
 
 MARK = REPLICA_MARK
 SPARES = 16  # turned-down changes kept as possible siblings
-TRIES = 4  # siblings tried per waiting candidate each time the parked ones are looked at
+TRIES = 4  # siblings tried per waiting candidate (and one more per replica it has) at each look
 EARLIER = 8  # earlier versions (the latest first) tried as last-resort contexts once the run winds down
 
 
@@ -71,6 +71,7 @@ class Parking:
         self.stranded: frozenset[str] = frozenset()  # waiting with no context left even while winding down
         self.spares: list[Diff] = []
         self.base_keys: dict[tuple[str, int], str] = {}  # (artifact, version) -> its text's context key
+        self.released: dict[str, int] = {}  # diff id -> replicas it had when last released (until parked again)
 
     def offer(self, diffs: Sequence[Diff]) -> None:
         """Keep turned-down changes as possible siblings (the last `SPARES` of them, newest first)."""
@@ -89,9 +90,18 @@ class Parking:
         them): what `runtime.split.replication_reserve` keeps calls for."""
         return [len(c.evidence.replicas) for i, c in self.waiting.items() if i not in self.stranded]
 
+    def out_for_replication(self, still_open: Container[str]) -> list[int]:
+        """The replicas each candidate released for its next context, and not back nor decided yet (in
+        `still_open`), had when released: a replication on its way still needs its calls, and more contexts may
+        follow (`runtime.split.replication_reserve`). Entries no longer open are forgotten."""
+        for diff_id in [i for i in self.released if i not in still_open]:
+            del self.released[diff_id]
+        return list(self.released.values())
+
     def park(self, candidate: Candidate) -> None:
         self.waiting[candidate.diff.id] = candidate
         self.siblings.pop(candidate.diff.id, None)
+        self.released.pop(candidate.diff.id, None)
 
     def release(self, fresh: Callable[[Candidate, Context | None], bool],
                 earlier: Callable[[], Sequence[Earlier]] = tuple,
@@ -99,12 +109,14 @@ class Parking:
                 combine: Callable[[Earlier, Diff], Earlier | None] = lambda version, sibling: None
                 ) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
-        else on the head with the first of `TRIES` siblings that `keeps` the head whole (other waiting candidates'
-        changes, then the spares) for which `fresh(c, sibling)`; else, while `winding_down`, with the first of
-        `TRIES` siblings that do not keep it, then in the first of the `earlier()` versions that is fresh for it
-        (read once, and only if a candidate needs one), then in the first such version `combine`d with one of the
-        first `TRIES` siblings (the context chosen is noted in `siblings`). While winding down, those left waiting
-        are `stranded` until the next release."""
+        else on the head with the first of its tries (`TRIES`, plus one for each replica it has: the siblings come
+        in a fixed order, so those it was scored with must not use up its tries) of the siblings that `keeps` the
+        head whole (other waiting candidates' changes, then the spares) for which `fresh(c, sibling)`; else, while
+        `winding_down`, with the first of as many siblings that do not keep it, then in the first of the
+        `earlier()` versions that is fresh for it (read once, and only if a candidate needs one), then in the first
+        such version `combine`d with one of as many siblings (the context chosen is noted in `siblings`). While
+        winding down, those left waiting are `stranded` until the next release. The ones taken out are noted in
+        `released` (with the replicas they had) until parked again."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         whole: dict[str, bool] = {}  # sibling id -> keeps(sibling), asked once per release
@@ -112,21 +124,22 @@ class Parking:
         made: dict[tuple[int, str], Earlier | None] = {}  # (version, sibling id) -> combined, asked once a release
         for candidate in rest:
             others = [s.diff for s in rest if s is not candidate] + self.spares
-            tiers = _tiers(others, keeps, whole)
-            sibling: Context | None = next((d for d in tiers[0][:TRIES] if fresh(candidate, d)), None)
+            tiers, tries = _tiers(others, keeps, whole), TRIES + len(candidate.evidence.replicas)
+            sibling: Context | None = next((d for d in tiers[0][:tries] if fresh(candidate, d)), None)
             if sibling is None and self.winding_down:
-                sibling = next((d for d in tiers[1][:TRIES] if fresh(candidate, d)), None)
+                sibling = next((d for d in tiers[1][:tries] if fresh(candidate, d)), None)
             if sibling is None and self.winding_down:
                 versions = earlier()[:EARLIER] if versions is None else versions
                 sibling = next((v for v in versions if fresh(candidate, v)), None)
                 if sibling is None:
-                    pairs = ((v, d) for v in versions for d in [*tiers[0], *tiers[1]][:TRIES])
+                    pairs = ((v, d) for v in versions for d in [*tiers[0], *tiers[1]][:tries])
                     sibling = next((c for c in _combined(pairs, combine, made) if fresh(candidate, c)), None)
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
                 ready.append(candidate)
         for candidate in ready:
             del self.waiting[candidate.diff.id]
+            self.released[candidate.diff.id] = len(candidate.evidence.replicas)
         self.stranded = frozenset(self.waiting) if self.winding_down else frozenset()
         return ready
 

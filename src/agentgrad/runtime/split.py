@@ -6,7 +6,8 @@ because rollouts stopped too early. The split is decided afresh before every rol
 measured so far: a rollout may start only while the calls left cover it plus the expected judging cost of the
 work already in the pipeline (the proposals waiting for a verdict, and those the rollouts in flight are expected to
 bring), each proposal priced at the mean gate calls a proposal has cost so far, and the calls the candidates held
-to replicate (`runtime.parking`) may still need, two per fresh context they lack. Early in a run the estimates are
+to replicate (`runtime.parking`) may still need, two per fresh context they lack (for one out for a context now,
+priced as a proposal for that one, the contexts after it). Early in a run the estimates are
 the priors below, blended with what was measured as evidence comes in.
 
 Pure: the figures come in as arguments, nothing is read from a clock or a store.
