@@ -299,3 +299,34 @@ def test_a_further_look_whose_new_focus_tasks_the_base_solves_is_a_replication_i
         assert _focus_exhausted(engine, proposed, candidate)  # the look could only tie or lose: replicate
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_further_look_of_an_unfocused_candidate_that_could_only_add_tasks_the_base_solves_is_a_replication(
+        tmp_path: Path) -> None:
+    """Without focus tasks the gain is looked for on every task: when the tasks a second look would add are all
+    solved by the base (a rule for a rare category among tasks the head solves), it replicates instead."""
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        origin, head = engine.train[0], engine.head
+        limit = engine.config.gate.max_examples
+        assert limit is not None
+        focus, rest = engine.gate.plan(head.text, head.version, origin, 2)
+        plan = [*focus, *rest]
+        first, new = plan[:limit], plan[limit:2 * limit]
+        diff = Diff(WORLD.artifact.id, 0, (Op.add("key", "- p1: use method 1"),), id="p1")
+        rows = tuple(Row(t, 0.0, 1.0) for t in first)
+        for task in first:
+            engine.cache.put(head.text, task, 0.0)  # scored on its first look
+        candidate = Candidate(diff, Evidence(rows, base_version=0), looks=1, origin=origin)
+        proposed = Proposed(diff, head, None)
+        for task in new[:-1]:
+            engine.cache.put(head.text, task, 1.0)
+        assert not _focus_exhausted(engine, proposed, candidate)  # one new task the base's score is not known
+        engine.cache.put(head.text, new[-1], 0.0)
+        assert not _focus_exhausted(engine, proposed, candidate)  # one new task the base fails: room to win
+        engine.cache.put(head.text, new[-1], 1.0)
+        assert _focus_exhausted(engine, proposed, candidate)  # the look could only tie or lose: replicate
+        for task in plan[2 * limit:]:
+            engine.cache.put(head.text, task, 0.0)  # past the second look: not looked at
+        assert _focus_exhausted(engine, proposed, candidate)
+
+    helpers.on_engine(tmp_path / "run", body)
