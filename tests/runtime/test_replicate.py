@@ -23,7 +23,7 @@ from agentgrad.runtime.parking import Earlier
 from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.records import Proposed, candidate_from_dict, candidate_to_dict
 from agentgrad.runtime.replicate import HeadWith, applied_on, combined, is_fresh, keeps_whole
-from agentgrad.runtime.stale import _focus_exhausted, release_parked
+from agentgrad.runtime.stale import _base_scored, _focus_exhausted, _further_tasks, release_parked
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
 from agentgrad.testing.clock import FakeClock
@@ -328,5 +328,25 @@ def test_a_further_look_of_an_unfocused_candidate_that_could_only_add_tasks_the_
         for task in plan[2 * limit:]:
             engine.cache.put(head.text, task, 0.0)  # past the second look: not looked at
         assert _focus_exhausted(engine, proposed, candidate)
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_the_base_is_scored_on_a_further_looks_tasks_before_it_is_decided_whether_to_extend_or_replicate(
+        tmp_path: Path) -> None:
+    """The choice reads the base's scores on the tasks a further look would add: they are scored first (calls the
+    look makes anyway), so a rule that could only tie there replicates at once instead of being turned down on its
+    second look and proposed again."""
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        origin, head = engine.train[0], engine.head
+        diff = Diff(WORLD.artifact.id, 0, (Op.add("key", "- p1: use method 1"),), id="p1")
+        candidate = Candidate(diff, Evidence((Row(engine.val[0], 0.0, 1.0),), base_version=0), looks=1,
+                              origin=origin)
+        proposed = Proposed(diff, head, None)
+        tasks = _further_tasks(engine, proposed, candidate)
+        assert tasks and not any(engine.cache.peek(head.text, t) is not None for t in tasks)
+        await _base_scored(engine, proposed, candidate)
+        assert all(engine.cache.peek(head.text, t) is not None for t in tasks)
+        assert engine.accounts.meter.used["gate_evals"] == len(tasks)
 
     helpers.on_engine(tmp_path / "run", body)

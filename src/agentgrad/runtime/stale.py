@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
+import anyio
+
 from agentgrad.core.artifact import content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
@@ -119,9 +121,10 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     engine.journal.counts["rechecks"] += 1
     if outcome is Outcome.FULL_CHECK:
         return await engine.evaluate(proposed, full=True)
-    if outcome is Outcome.EXTEND and not candidate.replicate and not candidate.shows_origin \
-            and _focus_exhausted(engine, proposed, candidate):
-        candidate = replace(candidate, replicate=True)  # no more tasks like its origin to win: replicate instead
+    if outcome is Outcome.EXTEND and not candidate.replicate and not candidate.shows_origin:
+        await _base_scored(engine, proposed, candidate)
+        if _focus_exhausted(engine, proposed, candidate):
+            candidate = replace(candidate, replicate=True)  # no more tasks like its origin to win: replicate instead
     if (outcome is Outcome.EXTEND and candidate.replicate) or candidate.evidence.replicas:
         # a re-check of replicated evidence on a new head is one more replica there (and its touched rows)
         old = candidate.evidence.base_version
@@ -145,27 +148,50 @@ def _spreads(engine: Engine, proposed: Proposed, candidate: Candidate, outcome: 
     return outcome is Outcome.EXTEND and _focus_exhausted(engine, proposed, candidate)
 
 
-def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -> bool:
-    """True if a further look's plan has no new task where the candidate could win: none at all (a fact of the task
-    inputs), or only tasks the base is known to solve (its cached scores, not the candidate's: there the look could
-    only tie or lose). With focus tasks, the new ones are the further look's focus (an override whose few special
-    cases sit among tasks of its category that the category's rule already solves); without, the gain was looked
-    for on every task, and the new ones are those the further look would add (a rule for a rare category whose
-    other two tasks it won, among tasks the head solves: 3 wins and no loss in 31 tasks, re-proposed 51 times)."""
-    if candidate.origin is None:
-        return False
+def _further_tasks(engine: Engine, proposed: Proposed, candidate: Candidate) -> set[str]:
+    """The tasks where a further look could show the candidate's gain that its evidence lacks: with focus tasks,
+    the further look's new focus tasks; without (the gain was looked for on every task), those it would add."""
     base, evidence = proposed.snapshot, candidate.evidence
     more, rest = engine.gate.plan(base.text, base.version, candidate.origin, candidate.looks + 1)
     focus = set(evidence.focus)
     if focus:
-        new = set(more) - focus
-    else:
-        scored = {r.task_id for r in evidence.rows}
-        unscored = [t for t in [*more, *rest] if t not in scored]
-        limit = engine.config.gate.max_examples
-        new = set(unscored if limit is None else unscored[: max(0, limit * (candidate.looks + 1) - len(scored))])
-    key, scores = content_hash(base.text), engine.cache.scores
-    return all(scores.get((key, task), 0.0) >= 1.0 for task in new)
+        return set(more) - focus
+    scored = {r.task_id for r in evidence.rows}
+    unscored = [t for t in [*more, *rest] if t not in scored]
+    limit = engine.config.gate.max_examples
+    return set(unscored if limit is None else unscored[: max(0, limit * (candidate.looks + 1) - len(scored))])
+
+
+async def _base_scored(engine: Engine, proposed: Proposed, candidate: Candidate) -> None:
+    """Score the base on the tasks a further look would add (calls that look makes anyway), all at once, so that
+    whether it can still show a gain there is known before it is made; OutOfBudget if a call could not run."""
+    if candidate.origin is None:
+        return
+    text, short = proposed.snapshot.text, False
+
+    async def one(task: str) -> None:
+        nonlocal short
+        try:
+            await engine.cache.get(text, task)
+        except OutOfBudget:
+            short = True
+    async with anyio.create_task_group() as group:  # the run slots bound how many calls run at once
+        for task in sorted(_further_tasks(engine, proposed, candidate)):
+            group.start_soon(one, task)
+    if short:
+        raise OutOfBudget("gate_evals")
+
+
+def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -> bool:
+    """True if a further look's plan has no new task where the candidate could win (`_further_tasks`): none at all
+    (a fact of the task inputs), or only tasks the base is known to solve (its cached scores, not the candidate's:
+    there the look could only tie or lose). With focus tasks: an override whose few special cases sit among tasks
+    of its category that the category's rule already solves; without: a rule for a rare category whose other two
+    tasks it won, among tasks the head solves (3 wins and no loss in 31 tasks, re-proposed 51 times)."""
+    if candidate.origin is None:
+        return False
+    key, scores = content_hash(proposed.snapshot.text), engine.cache.scores
+    return all(scores.get((key, task), 0.0) >= 1.0 for task in _further_tasks(engine, proposed, candidate))
 
 
 async def reverify(engine: Engine, proposed: Proposed, old: Evidence, *, looks: int = 1,
