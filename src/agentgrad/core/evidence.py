@@ -36,6 +36,11 @@ def replica_origin(row_id: str) -> str:
     return row_id.rsplit(REPLICA_MARK, 1)[0]
 
 
+def replica_context(row_id: str) -> str:
+    """The context's name in a replica row's id (``<origin>@<context>``)."""
+    return row_id.rsplit(REPLICA_MARK, 1)[1]
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Paired per-example scores, plus what it cost to get them.

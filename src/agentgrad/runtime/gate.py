@@ -122,23 +122,33 @@ class Gate:
 
     async def score_pairs(self, texts: tuple[str, str], ids: Sequence[str]) -> dict[str, tuple[float, float]]:
         """Score base and candidate on `ids`, all at once (longest first); OutOfBudget if any call could not run."""
-        scores: dict[tuple[str, int], float] = {}
+        order = self.estimator.longest_first(list(ids))
+        scores = await self._score_all([(texts[i], t) for t in order for i in (0, 1)])
+        return {t: (scores[(texts[0], t)], scores[(texts[1], t)]) for t in ids}
+
+    async def score_each(self, text: str, ids: Sequence[str]) -> None:
+        """Score `text` on `ids`, all at once (the scores land in the cache); OutOfBudget if a call could not run."""
+        await self._score_all([(text, t) for t in ids])
+
+    async def _score_all(self, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        """Score each (text, task) of `items`, started in their order, all at once; OutOfBudget if any call could
+        not run (after the others have ended)."""
+        scores: dict[tuple[str, str], float] = {}
         short = False
 
-        async def side(task_id: str, i: int) -> None:
+        async def one(text: str, task_id: str) -> None:
             nonlocal short
             try:
-                scores[(task_id, i)] = await self.score(texts[i], task_id)
+                scores[(text, task_id)] = await self.score(text, task_id)
             except OutOfBudget:
                 short = True
 
         async with anyio.create_task_group() as group:
-            for task_id in self.estimator.longest_first(list(ids)):
-                group.start_soon(side, task_id, 0)
-                group.start_soon(side, task_id, 1)
+            for text, task_id in items:
+                group.start_soon(one, text, task_id)
         if short:
             raise OutOfBudget("gate_evals")
-        return {t: (scores[(t, 0)], scores[(t, 1)]) for t in ids}
+        return scores
 
     async def pair(self, texts: tuple[str, str], task_id: str) -> tuple[float, float]:
         """Base and candidate scores on one task, both at once; OutOfBudget if either could not run. When `peek`
@@ -328,6 +338,17 @@ class Gate:
             chosen = set(focus)
             rest = rest[: max(0, self.config.harm_sample * looks - sum(1 for t in given if t not in chosen))]
         return rest
+
+    def further(self, base_text: str, base_version: int, origin: str | None, looks: int, *,
+                focus: Collection[str], scored: Collection[str]) -> set[str]:
+        """The tasks where look `looks` could show a gain its evidence (`focus` and `scored` tasks) lacks: with focus
+        tasks, that look's new focus tasks; without (the gain was looked for on every task), the tasks it adds."""
+        more, rest = self.plan(base_text, base_version, origin, looks)
+        if focus:
+            return set(more) - set(focus)
+        unscored = [t for t in [*more, *rest] if t not in scored]
+        limit = self.config.max_examples
+        return set(unscored if limit is None else unscored[: max(0, limit * looks - len(scored))])
 
     def neighbours(self, origin: str) -> tuple[str, ...]:
         """The tasks (of any split the locality knows, at most `focus`) most like `origin`, by the focus rule: what

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from agentgrad.core.artifact import content_hash
 from agentgrad.core.diff import Diff
-from agentgrad.core.evidence import REPLICA_MARK
+from agentgrad.core.evidence import REPLICA_MARK, replica_context
 from agentgrad.optim.base import Candidate
 
 MARK = REPLICA_MARK
@@ -57,7 +57,7 @@ def replica_id(origin: str, context: str) -> str:
 
 def used_contexts(candidate: Candidate) -> set[str]:
     """The context keys of `candidate`'s replica rows."""
-    return {r.rsplit(MARK, 1)[1] for r in candidate.evidence.replicas}
+    return {replica_context(r) for r in candidate.evidence.replicas}
 
 
 class Parking:

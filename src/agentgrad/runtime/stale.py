@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
-import anyio
-
 from agentgrad.core.artifact import content_hash
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff, apply
@@ -149,37 +147,17 @@ def _spreads(engine: Engine, proposed: Proposed, candidate: Candidate, outcome: 
 
 
 def _further_tasks(engine: Engine, proposed: Proposed, candidate: Candidate) -> set[str]:
-    """The tasks where a further look could show the candidate's gain that its evidence lacks: with focus tasks,
-    the further look's new focus tasks; without (the gain was looked for on every task), those it would add."""
+    """The tasks where a further look could show the candidate's gain that its evidence lacks (`Gate.further`)."""
     base, evidence = proposed.snapshot, candidate.evidence
-    more, rest = engine.gate.plan(base.text, base.version, candidate.origin, candidate.looks + 1)
-    focus = set(evidence.focus)
-    if focus:
-        return set(more) - focus
-    scored = {r.task_id for r in evidence.rows}
-    unscored = [t for t in [*more, *rest] if t not in scored]
-    limit = engine.config.gate.max_examples
-    return set(unscored if limit is None else unscored[: max(0, limit * (candidate.looks + 1) - len(scored))])
+    return engine.gate.further(base.text, base.version, candidate.origin, candidate.looks + 1, focus=evidence.focus,
+                               scored={r.task_id for r in evidence.rows})
 
 
 async def _base_scored(engine: Engine, proposed: Proposed, candidate: Candidate) -> None:
     """Score the base on the tasks a further look would add (calls that look makes anyway), all at once, so that
     whether it can still show a gain there is known before it is made; OutOfBudget if a call could not run."""
-    if candidate.origin is None:
-        return
-    text, short = proposed.snapshot.text, False
-
-    async def one(task: str) -> None:
-        nonlocal short
-        try:
-            await engine.cache.get(text, task)
-        except OutOfBudget:
-            short = True
-    async with anyio.create_task_group() as group:  # the run slots bound how many calls run at once
-        for task in sorted(_further_tasks(engine, proposed, candidate)):
-            group.start_soon(one, task)
-    if short:
-        raise OutOfBudget("gate_evals")
+    if candidate.origin is not None:
+        await engine.gate.score_each(proposed.snapshot.text, sorted(_further_tasks(engine, proposed, candidate)))
 
 
 def _focus_exhausted(engine: Engine, proposed: Proposed, candidate: Candidate) -> bool:
