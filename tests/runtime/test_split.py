@@ -127,6 +127,7 @@ def test_the_replication_reserve_is_two_calls_for_each_context_a_parked_candidat
     assert replication_reserve([]) == 0.0
     assert replication_reserve([0, 3, 5, 7]) == 2 * 5 + 2 * 2 + 2 * 3 + 2 * 1  # past five: the second stage's 3
     assert replication_reserve([REPLICAS + EXTRA_REPLICAS, 9]) == 0.0
+    assert replication_reserve([], out=[0, 3]) == 2 * 4 + 2 * 1  # the context it is out for is paid as a proposal
 
 
 def test_the_calls_parked_candidates_may_need_are_kept_even_with_nothing_else_in_flight() -> None:

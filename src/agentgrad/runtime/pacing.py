@@ -174,9 +174,8 @@ class Pacing:
         in_flight = queued + self.exploring + extra + len(self.awaiting)
         if in_flight and self._all_taken(self.train):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
-        # a candidate out for a context is priced as a proposal for it, and as a parked one for the contexts after
-        after = [n + 1 for n in self.parking.out_for_replication(self.open)]
-        kept = replication_reserve([*self.parking.replica_counts(), *after]) if parked else 0.0
+        kept = replication_reserve(self.parking.replica_counts(),
+                                   out=self.parking.out_for_replication(self.open)) if parked else 0.0
         return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra, parked=kept)
 

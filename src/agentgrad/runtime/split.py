@@ -59,11 +59,13 @@ def judging_reserve(figures: SplitFigures, *, waiting: int, exploring: int) -> f
     return figures.cost_per_proposal * expected
 
 
-def replication_reserve(replicas: Iterable[int]) -> float:
+def replication_reserve(replicas: Iterable[int], *, out: Iterable[int] = ()) -> float:
     """The most calls candidates held to replicate still need, given the replicas each has: two a context (the
     origin task with and without the change) up to the design's `REPLICAS`, or, for one held past them (its second
-    stage), up to `REPLICAS` + `EXTRA_REPLICAS`."""
-    return float(sum(2 * max(0, (REPLICAS if n < REPLICAS else REPLICAS + EXTRA_REPLICAS) - n) for n in replicas))
+    stage), up to `REPLICAS` + `EXTRA_REPLICAS`. `out` gives the replicas of candidates out for a context now: that
+    context is paid for as a proposal, so only the contexts after it are kept (as for one with a replica more)."""
+    counts = [*replicas, *(n + 1 for n in out)]
+    return float(sum(2 * max(0, (REPLICAS if n < REPLICAS else REPLICAS + EXTRA_REPLICAS) - n) for n in counts))
 
 
 def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, exploring: int,
