@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.core.decision import Outcome
+from agentgrad.runtime.accounts import NEVER_STARTED
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.evolve import _aggregator, evolve
@@ -209,8 +210,12 @@ def check_commits(store: Path, artifact_id: str) -> Checks:
 
 
 def check_budget_and_steps(store: Path) -> Checks:
-    """Calls dispatched per kind within the budget; steps logged once each, in order, each with one step_done."""
-    dispatched = Counter(str(e.payload["kind"]) for e in _read(store, ["dispatch"]))
+    """Calls dispatched per kind within the budget (a call cancelled before it started gave its reservation back,
+    and is not counted); steps logged once each, in order, each with one step_done."""
+    calls = _read(store, ["dispatch", "done"])
+    never = {e.payload["call"] for e in calls if e.kind == "done" and e.payload.get("error") == NEVER_STARTED}
+    dispatched = Counter(str(e.payload["kind"]) for e in calls
+                         if e.kind == "dispatch" and e.payload["call"] not in never)
     over = [f"{kind}: {dispatched[kind]} > {BUDGET.limit(kind):.0f}" for kind in COUNTED
             if dispatched[kind] > BUDGET.limit(kind)]
     failures = [f"budget overshoot {item}" for item in over]
