@@ -49,4 +49,5 @@ def test_the_far_tasks_are_those_at_or_below_the_median_likeness_to_the_origin()
     far = plan.far("d0", [t for t in INPUTS if t != "d0"])
     assert far and not any(t.startswith("d") for t in far)
     assert plan.far(None, ["g1", "d2"]) == ["g1", "d2"]  # no origin: every task
+    assert "g0" not in plan.far("g0", list(INPUTS))  # a task is never far from itself
     assert set(plan.neighbours("g0")) <= {f"g{i}" for i in range(1, 6)}

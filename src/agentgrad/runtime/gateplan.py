@@ -117,13 +117,13 @@ class GatePlan:
 
     def far(self, origin: str | None, rest: Sequence[str]) -> list[str]:
         """The tasks of `rest` least like `origin`: at or below the median similarity of the pool to it (all of
-        `rest` without an origin or a locality)."""
+        `rest` without an origin or a locality); never the origin itself."""
         if origin is None or self.locality is None:
             return list(rest)
         near = self.locality.similarities(origin)
         values = sorted(near.get(t, 0.0) for t in self.pool if t != origin)
         cut = values[len(values) // 2] if values else 0.0
-        return [t for t in rest if near.get(t, 0.0) <= cut]
+        return [t for t in rest if t != origin and near.get(t, 0.0) <= cut]
 
 
 
