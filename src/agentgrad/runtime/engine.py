@@ -110,7 +110,7 @@ class Engine:
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
-                             policy=lambda: self.policy, earlier=self.watch.earlier)
+                             policy=lambda: self.policy)
 
     # -- timing and the gate's view of the cache ------------------------------------------------------------
     def fuse_wait(self) -> float:

@@ -44,12 +44,10 @@ class Pacing:
     def __init__(self, *, config: RunConfig, journal: Recorder, accounts: Accounts, estimator: DurationEstimator,
                  gate: Gate, cache: ScoreCache, open_diffs: OpenDiffs, parking: Parking, train: Sequence[str],
                  sections: SectionOwners | None, head: Callable[[], Snapshot],
-                 policy: Callable[[], LoopPolicy],
-                 earlier: Callable[[str, str], float | None] = lambda text, task_id: None) -> None:
+                 policy: Callable[[], LoopPolicy]) -> None:
         self.config, self.journal, self.accounts, self.estimator = config, journal, accounts, estimator
         self.gate, self.cache, self.open, self.parking = gate, cache, open_diffs, parking
         self.train, self.sections, self.head, self.policy = list(train), sections, head, policy
-        self.earlier = earlier
         self.exploring = 0
         self.rolling: Counter[str] = Counter()
         self.origins: dict[str, str] = {}  # open diff id -> the task it was proposed from
@@ -96,19 +94,9 @@ class Pacing:
         return {*self.rolling, *self.awaiting, *self.parking.origins}.union(self._near)
 
     def _solver(self) -> Callable[[str], bool]:
-        """`solved(task)`: the head is known to solve the task (its cached score is 1) or, not scored on it, likely
-        to: the nearest earlier head scored on it solved it, and the commits since were for other tasks
-        (`earlier`, `NoiseWatch.earlier`; a rollout there would most likely pass, and bring nothing)."""
-        text = self.head().text
-        head, scores = content_hash(text), self.cache.scores
-
-        def solved(task_id: str) -> bool:
-            score = scores.get((head, task_id))
-            if score is None:
-                score = self.earlier(text, task_id)
-            return score is not None and score >= 1.0
-
-        return solved
+        """`solved(task)`: the head is known to solve the task (its cached score is 1)."""
+        head, scores = content_hash(self.head().text), self.cache.scores
+        return lambda task_id: scores.get((head, task_id), 0.0) >= 1.0
 
     def _order(self, epoch: int) -> list[str]:
         """The seeded shuffle of the training tasks for `epoch`. A pick scans into the next epoch, and concurrent
