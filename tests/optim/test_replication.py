@@ -56,6 +56,24 @@ def test_the_bound_never_exceeds_a_quarter_and_follows_the_measured_noise() -> N
     assert replica_bound(QUIET) < replica_bound(LOUD) <= REPLICA_BOUND
 
 
+MIDDLING = NoiseEstimate(win_room=60.0, wins=8.0, loss_room=140.0, losses=5.0)  # a bound of about 0.07
+
+
+def test_base_passes_in_the_contexts_raise_the_bound_to_the_origin_tasks_own_noise() -> None:
+    """A junk tip on a task the model guesses right now and then won 3 of 5 contexts, the base passing in the other
+    two: against the far rows' bound it passed (p = 0.0024); the origin task's own pass rate says it is noise."""
+    q = replica_bound(MIDDLING)
+    assert 0.06 < q < 0.075
+    flips = replicated([(0.0, 1.0), (1.0, 1.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1.0)])
+    clean = replicated([(0.0, 1.0), (0.0, 0.0), (0.0, 1.0), (0.0, 1.0), (0.0, 0.0)])
+    assert replica_bound(MIDDLING, clean) == q  # the base never passed: the far rows' bound stands
+    assert replica_bound(MIDDLING, flips) > 1.5 * q
+    assert binom_tail(3, REPLICAS, q) < LOOK_2 * REPLICA_SHARE  # three wins pass against the far rows alone ...
+    assert not judge(flips, delta=LOOK_2, margin=0.02, noise=MIDDLING).passes  # ... not with two base passes
+    assert judge(clean, delta=LOOK_2, margin=0.02, noise=MIDDLING).passes
+    assert 0.2 < replica_bound(MIDDLING, replicated([(1.0, 1.0)] * 20)) <= REPLICA_BOUND  # a coin flip
+
+
 def test_three_full_wins_pass_where_the_noise_is_quiet_and_two_do_not() -> None:
     three = judge(replicated([(0.0, 1.0)] * 3), delta=LOOK_2, margin=0.02, noise=QUIET)
     two = judge(replicated([(0.0, 1.0)] * 2), delta=LOOK_2, margin=0.02, noise=QUIET)

@@ -434,3 +434,29 @@ def test_a_focus_too_small_to_ever_show_a_gain_at_the_runs_noise_gives_way_to_ev
     # for on every task of the plan
     assert not loud.focus and len(loud.rows) >= 5
     assert judge(loud, delta=0.035, margin=0.02, noise=NoiseEstimate(win_room=9.0, wins=6.0)).passes
+
+
+def test_a_focus_task_the_base_fails_where_an_earlier_head_solved_it_is_not_a_focus_task() -> None:
+    """The head's own noise: a junk tip was committed on 4 wins in 8 focus tasks, each a task of a ruled category
+    that this head alone failed (earlier heads solved it) and that the tip's fresh text solved again."""
+    inputs = {**{f"d{i}": f"what weekday is the date {i} march of year {2000 + i}" for i in range(8)},
+              **{f"g{i}": f"area of a triangle with sides {i} and {i + 2} in a square grid" for i in range(8)}}
+    unlucky = {"d1", "d2"}  # the base fails them by its noise; an earlier head solved them
+    fixed = {"d3"}  # the base fails it, and so did every earlier head: a real failure the change fixes
+
+    async def score(text: str, task_id: str) -> float:
+        return 0.0 if text == "base" and task_id in unlucky | fixed else 1.0
+
+    def earlier(text: str, task_id: str) -> float | None:
+        return 1.0 if task_id in unlucky else 0.0 if task_id in fixed else None
+
+    def gate(hook: Callable[[str, str], float | None] | None) -> Gate:
+        return Gate(score, list(inputs), GateConfig(chunk=4, early_stop=False, focus=7), seed=0,
+                    margin=0.02, estimator=DurationEstimator(), locality=Locality(inputs), earlier=hook)
+
+    async def main(hook: Callable[[str, str], float | None] | None) -> Evidence:
+        return await gate(hook).evidence("p1", "base", 0, "cand", delta=0.05, origin="d0")
+    plain, checked = anyio.run(main, None), anyio.run(main, earlier)
+    assert set(plain.focus) >= unlucky | fixed and {r.task_id for r in plain.rows} == set(inputs) - {"d0"}
+    assert "d3" in checked.focus and not unlucky & set(checked.focus)  # no gain is looked for there
+    assert checked.rows == plain.rows  # the same tasks scored: only where the gain is looked for changed

@@ -32,3 +32,14 @@ def test_a_commit_with_no_known_origin_gives_no_pairs() -> None:
     watch.committed(1, "v1", "v0", [])
     watch.scored("v1", "t5", 0.0)
     assert watch.flush(NoiseEstimate()) == NoiseEstimate()
+
+
+def test_an_earlier_heads_score_stands_for_the_head_only_across_commits_for_other_tasks() -> None:
+    watch = _watch({("v0", "t5"): 1.0, ("v0", "t1"): 1.0, ("v1", "t6"): 0.0})
+    watch.committed(1, "v1", "v0", ["t0"])
+    watch.committed(2, "v2", "v1", ["t9"])
+    assert watch.earlier("v2", "t5") == 1.0  # two commits back, both for other tasks
+    assert watch.earlier("v2", "t6") == 0.0  # the nearest head scored on it decides
+    assert watch.earlier("v2", "t1") is None  # a commit since was for a task like t1: it may have moved it
+    assert watch.earlier("v2", "t5", depth=1) is None  # v1 has no score of t5 and the look back ends there
+    assert watch.earlier("v0", "t5") is None  # the first head has no earlier one

@@ -8,10 +8,13 @@ from pathlib import Path
 import anyio
 
 from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence
 from agentgrad.core.ops import Op
+from agentgrad.optim.base import Candidate
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.pacing import STUCK_WAITS
 from agentgrad.runtime.policy import ASYNC, SYNC
+from agentgrad.runtime.step import aggregate
 from agentgrad.testing.agents import WorldAgent
 from tests.runtime import helpers
 
@@ -105,5 +108,22 @@ def test_no_free_task_is_none_and_a_pick_then_falls_back_to_the_shuffles_task(tm
         assert engine.pacing.free_task(0) is None
         assert engine.pacing.pick_task(0) in engine.train  # a forced pick still gets a task
         assert engine.pacing.scan(0) == (None, engine.pacing.pick_task(0))  # both answers in one pass
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_candidate_held_for_more_evidence_keeps_its_origin_and_its_like_tasks_busy(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        first = engine.pacing.pick_task(0)
+        category = helpers.WORLD.tasks[first].category
+        _open(engine, first, "p1")
+        diff = next(d for d in engine.open if d.id == "p1")
+        val = engine.val[:4]  # two wins and two ties: too little to decide, so it is held for another look
+        evidence = Evidence.paired(dict.fromkeys(val, 0.0), {t: float(t in val[:2]) for t in val},
+                                   base_version=engine.head.version)
+        result = aggregate(engine, [Candidate(diff, evidence, origin=first)])
+        assert [c.diff.id for c in result.held] == ["p1"]
+        chosen = engine.pacing.pick_task(0)
+        assert chosen != first and helpers.WORLD.tasks[chosen].category != category  # a rollout would repeat it
 
     helpers.on_engine(tmp_path / "run", body)

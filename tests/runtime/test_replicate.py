@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from agentgrad.core.artifact import Artifact, Kind
-from agentgrad.core.diff import Diff
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.optim.base import Candidate
@@ -21,8 +22,8 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.parking import Earlier
 from agentgrad.runtime.policy import SYNC
-from agentgrad.runtime.records import Proposed, candidate_from_dict, candidate_to_dict
-from agentgrad.runtime.replicate import HeadWith, applied_on, combined, is_fresh, keeps_whole
+from agentgrad.runtime.records import Proposed, Snapshot, candidate_from_dict, candidate_to_dict
+from agentgrad.runtime.replicate import HeadWith, applied_on, combined, is_fresh, keeps_whole, without_commits
 from agentgrad.runtime.stale import _base_scored, _focus_exhausted, _further_tasks, release_parked
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.testing.agents import WorldAgent
@@ -348,5 +349,40 @@ def test_the_base_is_scored_on_a_further_looks_tasks_before_it_is_decided_whethe
         await _base_scored(engine, proposed, candidate)
         assert all(engine.cache.peek(head.text, t) is not None for t in tasks)
         assert engine.accounts.meter.used["gate_evals"] == len(tasks)
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def _commit_rule(engine: Engine, name: str, origin: str) -> None:
+    """Commit the rule `name`, proposed from `origin`, on the head, as a step would."""
+    diff = Diff(WORLD.artifact.id, engine.head.version, (Op.add("key", f"- {name}: use method 1"),), id=name)
+    version = engine.store.commit(diff, Evidence(()), Decision(diff.id, WORLD.artifact.id, Outcome.ACCEPTED,
+                                                              "accept", "test", {}, fingerprint(diff)))
+    engine.watch.committed(version.number, version.text, engine.head.text, [origin])
+    engine.head = Snapshot(version.number, version.text)
+
+
+def test_the_head_without_one_earlier_commit_is_a_last_resort_context_oldest_commit_first(tmp_path: Path) -> None:
+    """An override whose base rule was the last commit ties in every earlier version (each lacks the base): the
+    head with an older commit taken out keeps it."""
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        origin = engine.train[0]
+        far = engine.gate.far(origin, engine.train)[0]
+        like = next(t for t in engine.train if t != origin and WORLD.tasks[t].category == WORLD.tasks[origin].category)
+        for name, task in (("r1", far), ("r2", like), ("base", far)):
+            _commit_rule(engine, name, task)
+        history = engine.store.history(WORLD.artifact.id)
+        made = without_commits(engine, history, 8)
+        assert [e.without for e in made] == [1, 2]  # not the latest: without it the head is version 2 itself
+        assert all(e.version == 3 and "- base: use method 1" in e.text for e in made)
+        assert "- r1:" not in made[0].text and "- r2:" in made[0].text and "- r1:" in made[1].text
+        assert without_commits(engine, history, 1) == made[:1]
+        candidate = _parked(engine, engine.train[0])
+        candidate = replace(candidate, evidence=replace(candidate.evidence, base_version=3))  # scored on the head
+        engine.parking.park(candidate)
+        assert is_fresh(engine, candidate, made[0]) and not is_fresh(engine, candidate, None)
+        assert not is_fresh(engine, candidate, made[1])  # r2 was for a task like its origin: it might stand in
+        ((released, _),) = release_parked(engine, winding_down=True)  # its first last-resort context
+        assert engine.parking.siblings[released.diff.id] == made[0]
 
     helpers.on_engine(tmp_path / "run", body)

@@ -29,7 +29,12 @@ pool, a rare category): the evidence carries *replica* rows (`Evidence.replicas`
 fresh contexts (`runtime.parking`: later heads, or the head with another change), in none of which a score was
 chosen for failing. Under the null each is a full win (base 0, candidate 1) with chance at most q_r, an upper
 credible bound of the noise's win rate per far row (never above 1/4: with base and candidate equally good,
-p(1 − p) <= 1/4), independently across contexts. The design is `REPLICAS` contexts and the p-value of W full wins
+p(1 − p) <= 1/4), independently across contexts. The far rows pool tasks that are solved or failed for good; a task
+that passes now and then by itself (a category with no rule yet, where the model guesses right a fifth of the time)
+makes wins at p(1 − p), its own pass chance p, well above them: a junk tip once won 3 of 5 contexts on such an
+origin, the base passing in the other two. So q_r is at least p(1 − p) for p the base's pass rate in the candidate's
+contexts, with the run's q_r as its prior mean at the weight of `ORIGIN_PRIOR` contexts (no base pass there: q_r
+as it was). The design is `REPLICAS` contexts and the p-value of W full wins
 is P(Bin(REPLICAS, q_r) >= W), tested at `REPLICA_SHARE` of the look's δ and with at least `REPLICA_WINS` full wins
 asked for however quiet the noise (the change acts on one task: little to gain, so little risk is worth taking, and
 the share keeps junk out in practice, not only in the bound). Evidence accumulates instead of starting again: a
@@ -65,6 +70,7 @@ REPLICAS = 5  # the replication test's design: the origin task scored in this ma
 REPLICA_WINS = 3  # ... of which at least this many must be full wins, however low the noise
 EXTRA_REPLICAS = 3  # ... and a change one full win short of passing after them gets this many more (stage two)
 REPLICA_SHARE = 0.2  # ... tested at this share of the look's δ: a change that acts on one task has little to gain
+ORIGIN_PRIOR = 15.0  # the weight, in contexts, of the run's noise as the prior of the origin task's own pass rate
 TIE = 1e-9  # wins and losses closer than this (relative) are a tie: sums of fractional scores carry round-off
 
 
@@ -171,9 +177,19 @@ def judge_tallies(gain: RowTally, total: RowTally, *, focused: bool, delta: floa
     return Judgement(passes, test, p_value, delta, margin, gain, total, focused, q, harm_p)
 
 
-def replica_bound(noise: NoiseEstimate | None) -> float:
-    """q_r of the replication test: the noise's win rate bound per far row, at most `REPLICA_BOUND`."""
-    return REPLICA_BOUND if noise is None else min(REPLICA_BOUND, noise.row_win_upper())
+def replica_bound(noise: NoiseEstimate | None, evidence: Evidence | None = None) -> float:
+    """q_r of the replication test: the noise's win rate bound per far row, at most `REPLICA_BOUND`; with
+    `evidence`, at least p(1 − p) for p the origin task's own chance to pass without the change, estimated from the
+    base's scores in its fresh contexts with q_r as the prior mean at the weight of `ORIGIN_PRIOR` contexts (module
+    doc: a task that passes now and then by itself makes wins at a rate of its own, which the far rows, mostly
+    solved or failed for good, do not show)."""
+    q = REPLICA_BOUND if noise is None else min(REPLICA_BOUND, noise.row_win_upper())
+    if evidence is None or not evidence.replicas:
+        return q
+    rows = {r.task_id: r for r in evidence.rows}
+    bases = [rows[t].base for t in evidence.replicas if t in rows]
+    p = (q * ORIGIN_PRIOR + sum(bases)) / (ORIGIN_PRIOR + len(bases))
+    return min(REPLICA_BOUND, max(q, p * (1.0 - p)))
 
 
 @dataclass(frozen=True)
@@ -222,7 +238,7 @@ def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | No
     """True while some outcome of the contexts left could still pass at the look's `delta` (of which the test
     takes `REPLICA_SHARE`): in the first `REPLICAS` contexts, or, one full win short after them, in the
     `EXTRA_REPLICAS` of the second stage. Pooled (fused) evidence gets no more contexts."""
-    got, q, alpha = Replicas.of(evidence), replica_bound(noise), delta * REPLICA_SHARE
+    got, q, alpha = Replicas.of(evidence), replica_bound(noise, evidence), delta * REPLICA_SHARE
     if got.pooled:
         return got.n < REPLICAS and replica_p(got.first + REPLICAS - got.n, q=q, alpha=alpha) < alpha
     short = stage_one_wins(q, alpha) - 1
@@ -241,7 +257,7 @@ def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: No
     delta *= REPLICA_SHARE
     marked = set(evidence.replicas)
     gain, total = RowTally.of(r for r in evidence.rows if r.task_id in marked), RowTally.of(evidence.rows)
-    got, q = Replicas.of(evidence), replica_bound(noise)
+    got, q = Replicas.of(evidence), replica_bound(noise, evidence)
     p_value = replica_p(got.first, got.extra, q=q, alpha=delta)
     harm_p = 1.0
     if noise is not None and total.losses > 0:

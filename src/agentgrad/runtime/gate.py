@@ -70,12 +70,16 @@ class Gate(GatePlan):
                  estimator: DurationEstimator, prior: tuple[float, float] = SIGN_TEST_PRIOR,
                  peek: Callable[[str, str], float | None] | None = None, pool: Sequence[str] | None = None,
                  locality: Locality | None = None, known: Callable[[str], Collection[str]] | None = None,
-                 noise: Callable[[], NoiseEstimate | None] | None = None) -> None:
-        """`val_ids` is the validation split; `pool` the tasks the gate may score (default: `val_ids`)."""
+                 noise: Callable[[], NoiseEstimate | None] | None = None,
+                 earlier: Callable[[str, str], float | None] | None = None) -> None:
+        """`val_ids` is the validation split; `pool` the tasks the gate may score (default: `val_ids`); `earlier`
+        (text, task) -> what an earlier head scored there while the commits since were for other tasks
+        (`NoiseWatch.earlier`), or None."""
         super().__init__(val_ids if pool is None else pool, config, seed=seed, margin=margin, prior=prior,
                          locality=locality, known=known)
         self.score, self.val_ids, self.peek = score, list(val_ids), peek
         self.noise = noise or (lambda: None)
+        self.earlier = earlier or (lambda text, task_id: None)
         self.estimator = estimator
         self.tasks_skipped = 0
         self.tasks_carried = 0
@@ -275,8 +279,18 @@ class Gate(GatePlan):
         far = self.far(origin, [t for t in scores if t not in look.focus])
         return Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
                                base_version=base_version, full=complete,
-                               focus=tuple(t for t in focus if t in scores), far=tuple(far),
-                               calibrated=look.calibrated)
+                               focus=tuple(t for t in focus if t in scores and not self._doubtful(base_text, t,
+                                                                                                 scores[t][0])),
+                               far=tuple(far), calibrated=look.calibrated)
+
+    def _doubtful(self, base_text: str, task_id: str, base_score: float) -> bool:
+        """True if the base failed `task_id` where an earlier head solved it, every commit since being for other
+        tasks (`earlier`): the failure is likely the answer noise of this text, and a change with no effect, a
+        fresh text, wins there most of the time. Such a task is no focus task: a gain is not looked for there."""
+        if base_score >= 1.0:
+            return False
+        before = self.earlier(base_text, task_id)
+        return before is not None and before >= 1.0
 
     async def reverify(self, diff_id: str, texts: tuple[str, str], base_version: int, old: Evidence,
                        touched: Collection[str], *, delta: float, windowed: bool = False,

@@ -16,6 +16,7 @@ from agentgrad.core.artifact import content_hash
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.optim.noise import NoiseEstimate
 
+EARLIER_DEPTH = 4  # `earlier` looks back at most this many commits
 MAX_SEEN = 200_000  # (version, task) pairs remembered; past it the memory starts again (it only avoids recounts)
 
 
@@ -40,6 +41,22 @@ class NoiseWatch:
         """Note a commit: `text` (version `version`) made from `parent` by a change proposed from `origins`
         (empty when unknown: then nothing is far, and the commit gives no pairs)."""
         self.lineage[content_hash(text)] = (version, parent, tuple(origins))
+
+    def earlier(self, text: str, task_id: str, depth: int = EARLIER_DEPTH) -> float | None:
+        """The cached score of `task_id` on the nearest earlier head (at most `depth` commits back) that has one, as
+        long as the task is far from the origins of every commit since that head; else None. What a head likely
+        scores where it was not scored itself: the commits since were for other tasks."""
+        for _ in range(depth):
+            entry = self.lineage.get(content_hash(text))
+            if entry is None:
+                return None
+            _, text, origins = entry
+            if not origins or any(not self.far(origin, [task_id]) for origin in origins):
+                return None
+            score = self.lookup(text, task_id)
+            if score is not None:
+                return score
+        return None
 
     def scored(self, text: str, task_id: str, score: float) -> None:
         """A score was just computed; keep it as a noise pair if it qualifies."""

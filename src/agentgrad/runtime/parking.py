@@ -7,12 +7,15 @@ has, so a change that needs an earlier rule still finds it; one that rewrites or
 away the very rule the change builds on (a turned-down ``dates: use method 8`` replaces the head's right dates rule,
 and an override of dates then fails with and without it: a tie where it should win). When the run winds down
 (nothing else left to do: no rollout to come, so no later head) and no such context exists, *last-resort* contexts
-serve: first the siblings that rewrite the head, then earlier committed versions, then earlier versions with a
-sibling's change applied (a rare category's rule with one training task and no validation task can only be judged
-on its origin task, and a short run has few versions: without these it was left undecided with calls unused).
-Their noise is as fresh; only a change that needs what they lack can lose there, which costs power, never
-safety. Which context comes next never depends on the candidate's scores, only on the texts. A replica row's id
-names its context: ``<origin task>@<first 12 hex digits of the context's hash>``.
+serve: first the siblings that rewrite the head, then the head with one earlier commit taken out (the oldest first:
+all the head has but one rule, so an override whose base rule came last still finds it, where every earlier version
+lacks it; only a commit for tasks far from the candidate's origin, or the change could win there by standing in for
+the rule taken out), then those with a sibling's change applied, then earlier committed versions, then those with a
+sibling's change applied (a rare category's rule with one training task and no validation task can only be judged on
+its origin task, and a short run has few versions: without these it was left undecided with calls unused). Their
+noise is as fresh; only a change that needs what they lack can lose there, which costs power, never safety. Which
+context comes next never depends on the candidate's scores, only on the texts and the tasks changes came from. A
+replica row's id names its context: ``<origin task>@<first 12 hex digits of the context's hash>``.
 """
 
 from __future__ import annotations
@@ -28,21 +31,26 @@ from agentgrad.optim.base import Candidate
 MARK = REPLICA_MARK
 SPARES = 16  # turned-down changes kept as possible siblings
 TRIES = 4  # siblings tried per waiting candidate (and one more per replica it has) at each look
-EARLIER = 8  # earlier versions (the latest first) tried as last-resort contexts once the run winds down
+EARLIER = 8  # earlier versions (the latest first), and commits taken out, tried as last-resort contexts
 
 
 
 @dataclass(frozen=True)
 class Earlier:
     """A last-resort context: an earlier committed version of the artifact, whole, or (`via`: the sibling's diff
-    id) with a sibling's change applied."""
+    id) with a sibling's change applied; or (`without`: the number of the version a commit made; `taken`: the
+    tasks that commit was proposed from) the head with that commit's change taken out (`version` is then the
+    head's)."""
 
     version: int
     text: str
     via: str | None = None
+    without: int | None = None
+    taken: tuple[str, ...] = ()
 
 
 Context = Diff | Earlier  # a sibling change applied to the head, or (last resort) an earlier version
+Made = dict[tuple[int, int | None, str], Earlier | None]  # (version, commit taken out, sibling id) -> combined
 
 
 def context_key(text: str) -> str:
@@ -112,16 +120,16 @@ class Parking:
         else on the head with the first of its tries (`TRIES`, plus one for each replica it has: the siblings come
         in a fixed order, so those it was scored with must not use up its tries) of the siblings that `keeps` the
         head whole (other waiting candidates' changes, then the spares) for which `fresh(c, sibling)`; else, while
-        `winding_down`, with the first of as many siblings that do not keep it, then in the first of the
-        `earlier()` versions that is fresh for it (read once, and only if a candidate needs one), then in the first
-        such version `combine`d with one of as many siblings (the context chosen is noted in `siblings`). While
-        winding down, those left waiting are `stranded` until the next release. The ones taken out are noted in
+        `winding_down`, with the first of as many siblings that do not keep it, then in the first of the contexts
+        made of `earlier()` (read once, and only if a candidate needs one), each alone or `combine`d with one of as
+        many siblings, that is fresh for it (in `_last_resort`'s order; the context chosen is noted in `siblings`).
+        While winding down, those left waiting are `stranded` until the next release. The ones taken out are noted in
         `released` (with the replicas they had) until parked again."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         whole: dict[str, bool] = {}  # sibling id -> keeps(sibling), asked once per release
         versions: Sequence[Earlier] | None = None
-        made: dict[tuple[int, str], Earlier | None] = {}  # (version, sibling id) -> combined, asked once a release
+        made: Made = {}  # combined contexts, asked once a release
         for candidate in rest:
             others = [s.diff for s in rest if s is not candidate] + self.spares
             tiers, tries = _tiers(others, keeps, whole), TRIES + len(candidate.evidence.replicas)
@@ -129,11 +137,9 @@ class Parking:
             if sibling is None and self.winding_down:
                 sibling = next((d for d in tiers[1][:tries] if fresh(candidate, d)), None)
             if sibling is None and self.winding_down:
-                versions = earlier()[:EARLIER] if versions is None else versions
-                sibling = next((v for v in versions if fresh(candidate, v)), None)
-                if sibling is None:
-                    pairs = ((v, d) for v in versions for d in [*tiers[0], *tiers[1]][:tries])
-                    sibling = next((c for c in _combined(pairs, combine, made) if fresh(candidate, c)), None)
+                versions = earlier() if versions is None else versions
+                options = _last_resort(versions, [*tiers[0], *tiers[1]][:tries], combine, made)
+                sibling = next((c for c in options if fresh(candidate, c)), None)
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
                 ready.append(candidate)
@@ -144,11 +150,22 @@ class Parking:
         return ready
 
 
+def _last_resort(versions: Sequence[Earlier], siblings: Sequence[Diff],
+                 combine: Callable[[Earlier, Diff], Earlier | None],
+                 made: Made) -> Iterator[Earlier]:
+    """The last-resort contexts made of `versions`, in order: the heads without a commit, then those with each of
+    `siblings`' changes, then the plain earlier versions, then those with each sibling's change (the ones that
+    keep the most of the head first)."""
+    for group in ([v for v in versions if v.without is not None], [v for v in versions if v.without is None]):
+        yield from group
+        yield from _combined(((v, d) for v in group for d in siblings), combine, made)
+
+
 def _combined(pairs: Iterable[tuple[Earlier, Diff]], combine: Callable[[Earlier, Diff], Earlier | None],
-              made: dict[tuple[int, str], Earlier | None]) -> Iterator[Earlier]:
+              made: Made) -> Iterator[Earlier]:
     """The combined contexts of `pairs` that exist, made lazily; `made` caches `combine`."""
     for version, sibling in pairs:
-        key = (version.version, sibling.id)
+        key = (version.version, version.without, sibling.id)
         if key not in made:
             made[key] = combine(version, sibling)
         context = made[key]

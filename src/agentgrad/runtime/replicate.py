@@ -8,13 +8,17 @@ commits since its evidence touched (so the no-harm check sees the head); every o
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
 
+from agentgrad.core.artifact import Version, content_hash
 from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.rebase import rebase
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.parking import Context, Earlier, context_key, replica_id, used_contexts
+from agentgrad.runtime.promote import inverse_on_dev
 from agentgrad.runtime.records import Proposed, Snapshot
 
 MIN_ROWS = 8  # a replication tops its evidence up to this many rows besides the replicas (the no-harm check)
@@ -54,7 +58,26 @@ def combined(version: Earlier, sibling: Diff) -> Earlier | None:
     """The earlier version with `sibling`'s change applied (a last-resort context, `runtime.parking`); None if it
     does not apply there."""
     text = applied_on(sibling, version.text) if version.via is None else None
-    return None if text is None else Earlier(version.version, text, via=sibling.id)
+    return None if text is None else replace(version, text=text, via=sibling.id)
+
+
+def without_commits(engine: Engine, history: Sequence[Version], most: int) -> list[Earlier]:
+    """Last-resort contexts (`runtime.parking`): the head (the last of `history`) with one earlier commit's change
+    taken out, the oldest commit first, at most `most`, each with the tasks the commit was proposed from (empty when
+    not known); not the latest commit (the head without it is the version before, an earlier context already), nor
+    one whose inverse does not rebase onto the head (`inverse_on_dev`)."""
+    if len(history) < 3:
+        return []
+    head, out = history[-1], list[Earlier]()
+    for version in history[1:-1]:
+        made = inverse_on_dev(engine, version.number, head)
+        if made is not None:
+            entry = engine.watch.lineage.get(content_hash(version.text))
+            out.append(Earlier(head.number, apply(made[1], head.text), without=version.number,
+                               taken=() if entry is None else entry[2]))
+        if len(out) >= most:
+            break
+    return out
 
 
 def keeps_whole(head_with: HeadWith, sibling: Diff) -> bool:
@@ -67,15 +90,19 @@ def keeps_whole(head_with: HeadWith, sibling: Diff) -> bool:
 
 def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = None,
              head_with: HeadWith | None = None) -> bool:
-    """True if the context (the head, the head with `sibling`, or the earlier version `sibling`) is one
+    """True if the context (the head, the head with `sibling`, or the earlier context `sibling`) is one
     `candidate` was never scored in (not the head its evidence was gathered on, nor one of its replicas', nor the
-    version it was proposed on) and its change applies there. `head_with`: the head's texts with siblings, shared
+    version it was proposed on) and its change applies there; a head without a commit only if that commit was for
+    tasks far from the candidate's origin. `head_with`: the head's texts with siblings, shared
     by the calls of one release."""
     text = context_of(engine.head, sibling, head_with)
     if text is None or applied_on(candidate.diff, text) is None:
         return False  # no such context, or the change does not apply there (or it already has it)
+    if isinstance(sibling, Earlier) and sibling.without is not None and not _apart(engine, candidate, sibling):
+        return False  # the change might win there by standing in for the commit taken out
     born = engine.open.born(candidate.diff.id)
-    if isinstance(sibling, Earlier) and sibling.via is None and (born is None or sibling.version == born):
+    if isinstance(sibling, Earlier) and sibling.via is None and sibling.without is None and (
+            born is None or sibling.version == born):
         return False  # the version it was proposed on, picked there for failing (or that version is not known)
     seen = used_contexts(candidate)
     version = candidate.evidence.base_version
@@ -86,6 +113,12 @@ def is_fresh(engine: Engine, candidate: Candidate, sibling: Context | None = Non
             keys[where] = context_key(engine.store.version(*where).text)
         seen.add(keys[where])
     return context_key(text) not in seen
+
+
+def _apart(engine: Engine, candidate: Candidate, context: Earlier) -> bool:
+    """True if the commit `context` takes out was proposed from tasks (known) each far from `candidate`'s origin."""
+    origin = candidate.origin
+    return origin is not None and bool(context.taken) and all(engine.watch.far(t, [origin]) for t in context.taken)
 
 
 def _harm_rows(engine: Engine, base: Snapshot, candidate: Candidate, have: set[str]) -> list[str]:

@@ -118,6 +118,9 @@ def _in_flight(engine: Engine) -> Work:
         elif Outcome(event.payload["outcome"]).final:
             pending.pop(event.payload["diff_id"], None)
     engine.hold_open([c.diff for c, _ in pending.values()], first=False)  # where each was born is not known
+    for candidate, _ in pending.values():  # their origins' failures are still being acted on
+        if candidate.origin is not None:
+            engine.pacing.note_origin(candidate.diff.id, candidate.origin)
     return list(pending.values())
 
 

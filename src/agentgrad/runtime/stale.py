@@ -25,7 +25,7 @@ from agentgrad.runtime.config import StalePolicy
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.parking import EARLIER, Context, Earlier
 from agentgrad.runtime.records import Proposed, Snapshot
-from agentgrad.runtime.replicate import HeadWith, combined, is_fresh, keeps_whole, replicate
+from agentgrad.runtime.replicate import HeadWith, combined, is_fresh, keeps_whole, replicate, without_commits
 from agentgrad.store.kinds import EventKind
 
 REPAIR_SUFFIX = "-repair"
@@ -237,8 +237,9 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
     parking.winding_down = parking.winding_down or winding_down
 
     def earlier() -> list[Earlier]:
-        history = engine.store.history(engine.artifact.id)[:-1]
-        return [Earlier(v.number, v.text) for v in reversed(history[-EARLIER:])]
+        history = engine.store.history(engine.artifact.id)
+        plain = [Earlier(v.number, v.text) for v in reversed(history[:-1][-EARLIER:])]
+        return [*without_commits(engine, history, EARLIER), *plain]
     head_with = HeadWith(engine.head.text)
 
     def fresh(candidate: Candidate, sibling: Context | None) -> bool:

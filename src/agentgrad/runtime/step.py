@@ -65,6 +65,9 @@ def finish_step(engine: Engine, step: int, result: StepResult, versions: Sequenc
         engine.journal.counts[f"decision_{decision.outcome.value}"] += 1
         engine.drop_open(decision.diff_id)
     engine.hold_open([c.diff for c in result.held])  # the store keeps only final verdicts
+    for kept in result.held:  # still open: its origin's failure is still being acted on
+        if kept.origin is not None:
+            engine.pacing.note_origin(kept.diff.id, kept.origin)
     engine.journal.steps = step + 1
     for version in versions:
         if engine.config.promote_every > 0 and engine.promotion.observe_accepted(version.artifact_id):
