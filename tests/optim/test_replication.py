@@ -3,6 +3,8 @@ fresh contexts, and committed only on full wins there; a change with no effect n
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,8 @@ from agentgrad.core.decision import Outcome
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
-from agentgrad.optim.acceptance import accept_if
+from agentgrad.errors import StateDictError
+from agentgrad.optim.acceptance import AcceptanceState, accept_if
 from agentgrad.optim.base import Batch, Candidate, Context, Head
 from agentgrad.optim.judge import (
     EXTRA_REPLICAS,
@@ -210,3 +213,55 @@ def test_a_verdict_says_how_many_contexts_of_the_design_it_saw_and_when_fused_ch
     pooled = judge(replicated([(0.0, 1.0)] * 12 + [(0.0, 0.0)]), delta=LOOK_2, margin=0.02, noise=QUIET).describe()
     assert f"in 3 of {REPLICAS} fresh contexts" in few
     assert f"in 13 (fused changes, {REPLICAS} each by design) fresh contexts" in pooled and " of 5 " not in pooled
+
+
+NOISIER = NoiseEstimate(win_room=100.0, wins=26.0, loss_room=140.0, losses=5.0)  # a bound of about 0.14
+
+
+def _decide(stage_state: AcceptanceState, evidence: Evidence, diff_key: str) -> tuple[Outcome, AcceptanceState, str]:
+    stage = accept_if()
+    candidate = Candidate(Diff(ARTIFACT, 0, (Op.add("key", f"{diff_key}: use method 3"),)), evidence, looks=2,
+                          origin="t99", replicate=True)
+    batch, state = stage.update(Batch((candidate,)), stage_state, Context({ARTIFACT: Head(0, "# s\n")},
+                                                                           noise=NOISIER))
+    (decision,) = batch.decisions
+    return decision.outcome, state, decision.reason
+
+
+def _moved(evidence: Evidence, origin: str) -> Evidence:
+    """`evidence` with its replica rows moved to another origin task."""
+    def moved(task_id: str) -> str:
+        return task_id.replace("t99@", f"{origin}@")
+    return Evidence(tuple(Row(moved(r.task_id), r.base, r.candidate) for r in evidence.rows), base_version=0,
+                    replicas=tuple(moved(t) for t in evidence.replicas))
+
+
+def test_the_level_is_spent_over_failed_replications_and_a_pass_starts_the_count_again() -> None:
+    """Tasks no proposal fixes send one junk candidate after another: after one failed the test, the next is tested
+    at half the level (a 4 of 5 that passed before now needs the second stage), while a clean 5 of 5 still passes.
+    A pass starts the run's count again; the count of the origin task that failed stays. It survives a resume."""
+    stage = accept_if()
+    four = replicated([(0.0, 1.0)] * 4 + [(0.0, 0.0)])
+    junk = replicated([(0.0, 1.0)] + [(0.0, 0.0)] * 4)
+    p_four = binom_tail(4, REPLICAS, replica_bound(NOISIER, four))
+    assert LOOK_2 * REPLICA_SHARE / 2 < p_four < LOOK_2 * REPLICA_SHARE  # passes at the level, not at half of it
+    assert _decide(stage.init(), four, "a")[0] is Outcome.ACCEPTED
+    outcome, state, _ = _decide(stage.init(), junk, "b")
+    assert outcome is Outcome.REJECTED and dict(state.replicated) == {"t99": 1} and state.since_pass == 1
+    state = stage.load(json.loads(json.dumps(state.to_dict())))
+    outcome, _, reason = _decide(state, four, "c")
+    assert outcome is Outcome.EXTEND and "level is 1/2 of its share" in reason
+    assert "held for another context" in reason  # one full win short at half the level: the second stage
+    assert _decide(state, _moved(four, "t98"), "d")[0] is Outcome.EXTEND  # another origin, the run's count
+    outcome, state, _ = _decide(state, replicated([(0.0, 1.0)] * 5), "e")
+    assert outcome is Outcome.ACCEPTED and state.since_pass == 0 and dict(state.replicated) == {"t99": 1}
+    assert _decide(state, _moved(four, "t98"), "f")[0] is Outcome.ACCEPTED
+    assert _decide(state, four, "g")[0] is Outcome.EXTEND
+
+
+def test_a_state_dict_from_before_the_origin_counts_still_loads() -> None:
+    stage = accept_if()
+    state = stage.load({"accepted": {ARTIFACT: 2}, "rejected": {}, "held": {}})
+    assert dict(state.replicated) == {} and state.since_pass == 0 and dict(state.accepted) == {ARTIFACT: 2}
+    with pytest.raises(StateDictError, match="since_pass"):
+        stage.load({"since_pass": -1})

@@ -18,6 +18,15 @@ no more tasks like its origin to score, or only ones the base already solves.) W
 follows from the first look's evidence, the task inputs and the base's scores alone, so each keeps its share of δ;
 stopping the replication early either way (curtailment) leaves its test exact.
 
+A run sends many candidates to the replication test (tasks no proposal fixes send one after another), and each
+would pass by noise at up to the test's level. So the level is spent: a candidate is tested at 1/(k + 1) of it,
+k the candidates that failed the test before it, from its own origin task or since a change last passed the
+test, whichever is more (the state's `replicated` and `since_pass`). Between two passes, the chance that any of K
+no-effect candidates passes is then at most the level times the harmonic number H(K) (3.6 at K = 20) instead of
+K times it, and each pass starts the count again, as in online false-discovery control, where a discovery earns
+back the level. A clean 5 of 5 still passes at q_r = 0.16 after up to 27 failures, and 4 of 5 at q_r = 0.06
+after up to 47; a 4 of 5 that misses the lowered level may pass in the second stage (below).
+
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
 look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replication (at 0.2 of the second look's
 0.015), on 3 full wins in at most 5 fresh contexts while the noise bound q_r is at most 0.06, on 4 up to 0.16, and
@@ -35,6 +44,7 @@ from typing import Any
 from agentgrad.core._checks import integer, is_integer, number
 from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.evidence import Evidence, replica_origin
 from agentgrad.errors import StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
 from agentgrad.optim.judge import Judgement, judge, may_replicate
@@ -67,31 +77,57 @@ def _load_counts(data: Mapping[str, Any], key: str) -> dict[str, int]:
     counts = data.get(key, {})
     if not isinstance(counts, Mapping) or not all(
             isinstance(k, str) and is_integer(v, low=0) for k, v in counts.items()):
-        raise StateDictError(f"{STAGE}: {key!r} must map artifact ids to non-negative ints, got {counts!r}")
+        raise StateDictError(f"{STAGE}: {key!r} must map ids to non-negative ints, got {counts!r}")
     return dict(counts)
+
+
+_COUNTS = ("accepted", "rejected", "held", "replicated")
 
 
 @dataclass(frozen=True)
 class AcceptanceState:
-    """Per-artifact counts of the verdicts this stage gave: accepted, rejected, and held for more evidence."""
+    """Per-artifact counts of the verdicts this stage gave: accepted, rejected, and held for more evidence; and how
+    the replication test's level is spent (module doc): per origin task, how many candidates failed the test from it
+    (`replicated`), and how many failed it since a change last passed it (`since_pass`)."""
 
     accepted: Mapping[str, int] = field(default_factory=dict)
     rejected: Mapping[str, int] = field(default_factory=dict)
     held: Mapping[str, int] = field(default_factory=dict)
+    replicated: Mapping[str, int] = field(default_factory=dict)
+    since_pass: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("accepted", "rejected", "held"):
+        for name in _COUNTS:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accepted": dict(self.accepted), "rejected": dict(self.rejected), "held": dict(self.held)}
+        return {**{name: dict(getattr(self, name)) for name in _COUNTS}, "since_pass": self.since_pass}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> AcceptanceState:
-        """Read `to_dict` output back, refusing anything malformed (`StateDictError`)."""
-        if not isinstance(data, Mapping) or set(data) - {"accepted", "rejected", "held"}:
+        """Read `to_dict` output back, refusing anything malformed (`StateDictError`); `replicated` and
+        `since_pass` may be missing (a state dict from before they were kept)."""
+        if not isinstance(data, Mapping) or set(data) - {*_COUNTS, "since_pass"}:
             raise StateDictError(f"{STAGE}: unexpected state dict {data!r}")
-        return cls(_load_counts(data, "accepted"), _load_counts(data, "rejected"), _load_counts(data, "held"))
+        since = data.get("since_pass", 0)
+        if not is_integer(since, low=0):
+            raise StateDictError(f"{STAGE}: 'since_pass' must be a non-negative int, got {since!r}")
+        accepted, rejected, held, replicated = (_load_counts(data, name) for name in _COUNTS)
+        return cls(accepted, rejected, held, replicated, since)
+
+    def tried(self, evidence: Evidence) -> int:
+        """For evidence with replica rows, how many candidates failed the replication test before it, counted
+        from its origin task(s) or since a change last passed, whichever is more; 0 without replica rows."""
+        if not evidence.replicas:
+            return 0
+        return max(self.since_pass, *(self.replicated.get(replica_origin(t), 0) for t in evidence.replicas))
+
+    def failed_replication(self, evidence: Evidence) -> AcceptanceState:
+        """A new state with one more failed replication test counted for each origin task of `evidence`."""
+        replicated = dict(self.replicated)
+        for origin in {replica_origin(t) for t in evidence.replicas}:
+            replicated[origin] = replicated.get(origin, 0) + 1
+        return replace(self, replicated=replicated, since_pass=self.since_pass + 1)
 
     def counted(self, decisions: Sequence[Decision]) -> AcceptanceState:
         """A new state with `decisions` added to the counts."""
@@ -106,7 +142,7 @@ class AcceptanceState:
             else:
                 continue
             target[decision.artifact_id] = target.get(decision.artifact_id, 0) + 1
-        return AcceptanceState(accepted, rejected, held)
+        return AcceptanceState(accepted, rejected, held, self.replicated, self.since_pass)
 
 
 def head_of(ctx: Context, artifact_id: str, stage: str = STAGE) -> Head:
@@ -166,6 +202,16 @@ def _replicating(candidate: Candidate, post: Judgement) -> Decision:
         why = (f"not significant, no harm: {post.describe()}; held to score its origin task again on later heads "
                f"(look {candidate.looks + 1}, a replication)")
     return verdict(candidate, Outcome.EXTEND, STAGE, why, numbers)
+
+
+def _shared(decision: Decision, tried: int) -> Decision:
+    """`decision` with its reason saying the replication test's level was shared with `tried` earlier candidates
+    from the same origin task (module doc)."""
+    if not tried:
+        return decision
+    share = (f" (the replication test's level is 1/{tried + 1} of its share of δ: {tried} candidate(s) failed "
+             "it from this origin task, or since a change last passed it)")
+    return replace(decision, reason=decision.reason + share, numbers={**decision.numbers, "origin_tried": tried})
 
 
 def _rank(entry: tuple[Candidate, Judgement]) -> tuple[float, float, str]:
@@ -234,20 +280,26 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
         passers: list[tuple[Candidate, Judgement]] = []
         for candidate in batch.candidates:
-            head = head_of(ctx, candidate.diff.artifact_id)
+            head, tried = head_of(ctx, candidate.diff.artifact_id), state.tried(candidate.evidence)
             risk = look_delta(schedule(head.version), candidate.looks, looks=looks, first_share=first_share)
+            risk /= 1 + tried  # the replication test's level, spent over the candidates from one origin task
             post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior)
             decision = _judge(candidate, post, head, min_examples, promising(candidate, post))
             if decision is None:
                 passers.append((candidate, post))
             elif decision.outcome is Outcome.REJECTED and head.layer is not Layer.L0 \
                     and replicable(candidate, post, ctx, risk):
-                verdicts[candidate.diff.id] = (replace(candidate, replicate=True), _replicating(candidate, post))
+                verdicts[candidate.diff.id] = (replace(candidate, replicate=True),
+                                               _shared(_replicating(candidate, post), tried))
             else:
-                verdicts[candidate.diff.id] = (candidate, decision)
+                verdicts[candidate.diff.id] = (candidate, _shared(decision, tried))
+                if decision.outcome is Outcome.REJECTED and candidate.evidence.replicas:
+                    state = state.failed_replication(candidate.evidence)
         verdicts.update(_pick(passers, best_only))
         ordered = {c.diff.id: verdicts[c.diff.id] for c in batch.candidates}
         keep = [c for c, d in ordered.values() if d.outcome is Outcome.ACCEPTED]
+        if any(c.evidence.replicas for c in keep):
+            state = replace(state, since_pass=0)
         return batch.settle(ordered, keep=keep), state.counted([d for _, d in ordered.values()])
 
     return Stage(STAGE, AcceptanceState, update, AcceptanceState.load)
