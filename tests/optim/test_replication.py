@@ -236,10 +236,11 @@ def _moved(evidence: Evidence, origin: str) -> Evidence:
                     replicas=tuple(moved(t) for t in evidence.replicas))
 
 
-def test_the_level_is_spent_over_failed_replications_and_a_pass_starts_the_count_again() -> None:
+def test_the_level_is_spent_over_failed_replications_and_an_accepted_change_starts_the_count_again() -> None:
     """Tasks no proposal fixes send one junk candidate after another: after one failed the test, the next is tested
     at half the level (a 4 of 5 that passed before now needs the second stage), while a clean 5 of 5 still passes.
-    A pass starts the run's count again; the count of the origin task that failed stays. It survives a resume."""
+    An accepted change, replicated or not, starts the run's count again; the count of the origin task that failed
+    stays. It survives a resume."""
     stage = accept_if()
     four = replicated([(0.0, 1.0)] * 4 + [(0.0, 0.0)])
     junk = replicated([(0.0, 1.0)] + [(0.0, 0.0)] * 4)
@@ -247,21 +248,27 @@ def test_the_level_is_spent_over_failed_replications_and_a_pass_starts_the_count
     assert LOOK_2 * REPLICA_SHARE / 2 < p_four < LOOK_2 * REPLICA_SHARE  # passes at the level, not at half of it
     assert _decide(stage.init(), four, "a")[0] is Outcome.ACCEPTED
     outcome, state, _ = _decide(stage.init(), junk, "b")
-    assert outcome is Outcome.REJECTED and dict(state.replicated) == {"t99": 1} and state.since_pass == 1
+    assert outcome is Outcome.REJECTED and dict(state.replicated) == {"t99": 1} and state.since_accepted == 1
     state = stage.load(json.loads(json.dumps(state.to_dict())))
     outcome, _, reason = _decide(state, four, "c")
     assert outcome is Outcome.EXTEND and "level is 1/2 of its share" in reason
     assert "held for another context" in reason  # one full win short at half the level: the second stage
     assert _decide(state, _moved(four, "t98"), "d")[0] is Outcome.EXTEND  # another origin, the run's count
     outcome, state, _ = _decide(state, replicated([(0.0, 1.0)] * 5), "e")
-    assert outcome is Outcome.ACCEPTED and state.since_pass == 0 and dict(state.replicated) == {"t99": 1}
+    assert outcome is Outcome.ACCEPTED and state.since_accepted == 0 and dict(state.replicated) == {"t99": 1}
     assert _decide(state, _moved(four, "t98"), "f")[0] is Outcome.ACCEPTED
     assert _decide(state, four, "g")[0] is Outcome.EXTEND
+    _, state, _ = _decide(state, _moved(junk, "t97"), "h")
+    assert state.since_accepted == 1 and _decide(state, _moved(four, "t98"), "i")[0] is Outcome.EXTEND
+    plain = Evidence(tuple(Row(f"u{i}", 0.0, 1.0) for i in range(12)), base_version=0)
+    outcome, state, _ = _decide(state, plain, "j")
+    assert outcome is Outcome.ACCEPTED and state.since_accepted == 0
+    assert _decide(state, _moved(four, "t98"), "k")[0] is Outcome.ACCEPTED
 
 
 def test_a_state_dict_from_before_the_origin_counts_still_loads() -> None:
     stage = accept_if()
     state = stage.load({"accepted": {ARTIFACT: 2}, "rejected": {}, "held": {}})
-    assert dict(state.replicated) == {} and state.since_pass == 0 and dict(state.accepted) == {ARTIFACT: 2}
-    with pytest.raises(StateDictError, match="since_pass"):
-        stage.load({"since_pass": -1})
+    assert dict(state.replicated) == {} and state.since_accepted == 0 and dict(state.accepted) == {ARTIFACT: 2}
+    with pytest.raises(StateDictError, match="since_accepted"):
+        stage.load({"since_accepted": -1})

@@ -20,11 +20,12 @@ stopping the replication early either way (curtailment) leaves its test exact.
 
 A run sends many candidates to the replication test (tasks no proposal fixes send one after another), and each
 would pass by noise at up to the test's level. So the level is spent: a candidate is tested at 1/(k + 1) of it,
-k the candidates that failed the test before it, from its own origin task or since a change last passed the
-test, whichever is more (the state's `replicated` and `since_pass`). Between two passes, the chance that any of K
-no-effect candidates passes is then at most the level times the harmonic number H(K) (3.6 at K = 20) instead of
-K times it, and each pass starts the count again, as in online false-discovery control, where a discovery earns
-back the level. A clean 5 of 5 still passes at q_r = 0.16 after up to 27 failures, and 4 of 5 at q_r = 0.06
+k the candidates that failed the test before it, from its own origin task or since this stage last accepted a
+change, whichever is more (the state's `replicated` and `since_accepted`). Between two accepted changes, the chance
+that any of K no-effect candidates passes is then at most the level times the harmonic number H(K) (3.6 at K =
+20) instead of K times it, and each accepted change starts the count again, as in online false-discovery
+control, where a discovery earns back the level: the junk expected among the committed changes stays a small
+share of them. A clean 5 of 5 still passes at q_r = 0.16 after up to 27 failures, and 4 of 5 at q_r = 0.06
 after up to 47; a 4 of 5 that misses the lowered level may pass in the second stage (below).
 
 With the defaults (δ = 0.05, margin 0.02, two looks, first share 0.7) a change with no loss commits on its first
@@ -88,46 +89,46 @@ _COUNTS = ("accepted", "rejected", "held", "replicated")
 class AcceptanceState:
     """Per-artifact counts of the verdicts this stage gave: accepted, rejected, and held for more evidence; and how
     the replication test's level is spent (module doc): per origin task, how many candidates failed the test from it
-    (`replicated`), and how many failed it since a change last passed it (`since_pass`)."""
+    (`replicated`), and how many failed it since this stage last accepted a change (`since_accepted`)."""
 
     accepted: Mapping[str, int] = field(default_factory=dict)
     rejected: Mapping[str, int] = field(default_factory=dict)
     held: Mapping[str, int] = field(default_factory=dict)
     replicated: Mapping[str, int] = field(default_factory=dict)
-    since_pass: int = 0
+    since_accepted: int = 0
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{name: dict(getattr(self, name)) for name in _COUNTS}, "since_pass": self.since_pass}
+        return {**{name: dict(getattr(self, name)) for name in _COUNTS}, "since_accepted": self.since_accepted}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> AcceptanceState:
         """Read `to_dict` output back, refusing anything malformed (`StateDictError`); `replicated` and
-        `since_pass` may be missing (a state dict from before they were kept)."""
-        if not isinstance(data, Mapping) or set(data) - {*_COUNTS, "since_pass"}:
+        `since_accepted` may be missing (a state dict from before they were kept)."""
+        if not isinstance(data, Mapping) or set(data) - {*_COUNTS, "since_accepted"}:
             raise StateDictError(f"{STAGE}: unexpected state dict {data!r}")
-        since = data.get("since_pass", 0)
+        since = data.get("since_accepted", 0)
         if not is_integer(since, low=0):
-            raise StateDictError(f"{STAGE}: 'since_pass' must be a non-negative int, got {since!r}")
+            raise StateDictError(f"{STAGE}: 'since_accepted' must be a non-negative int, got {since!r}")
         accepted, rejected, held, replicated = (_load_counts(data, name) for name in _COUNTS)
         return cls(accepted, rejected, held, replicated, since)
 
     def tried(self, evidence: Evidence) -> int:
         """For evidence with replica rows, how many candidates failed the replication test before it, counted
-        from its origin task(s) or since a change last passed, whichever is more; 0 without replica rows."""
+        from its origin task(s) or since a change was last accepted, whichever is more; 0 without replica rows."""
         if not evidence.replicas:
             return 0
-        return max(self.since_pass, *(self.replicated.get(replica_origin(t), 0) for t in evidence.replicas))
+        return max(self.since_accepted, *(self.replicated.get(replica_origin(t), 0) for t in evidence.replicas))
 
     def failed_replication(self, evidence: Evidence) -> AcceptanceState:
         """A new state with one more failed replication test counted for each origin task of `evidence`."""
         replicated = dict(self.replicated)
         for origin in {replica_origin(t) for t in evidence.replicas}:
             replicated[origin] = replicated.get(origin, 0) + 1
-        return replace(self, replicated=replicated, since_pass=self.since_pass + 1)
+        return replace(self, replicated=replicated, since_accepted=self.since_accepted + 1)
 
     def counted(self, decisions: Sequence[Decision]) -> AcceptanceState:
         """A new state with `decisions` added to the counts."""
@@ -142,7 +143,7 @@ class AcceptanceState:
             else:
                 continue
             target[decision.artifact_id] = target.get(decision.artifact_id, 0) + 1
-        return AcceptanceState(accepted, rejected, held, self.replicated, self.since_pass)
+        return AcceptanceState(accepted, rejected, held, self.replicated, self.since_accepted)
 
 
 def head_of(ctx: Context, artifact_id: str, stage: str = STAGE) -> Head:
@@ -210,7 +211,7 @@ def _shared(decision: Decision, tried: int) -> Decision:
     if not tried:
         return decision
     share = (f" (the replication test's level is 1/{tried + 1} of its share of δ: {tried} candidate(s) failed "
-             "it from this origin task, or since a change last passed it)")
+             "it from this origin task, or since a change was last accepted)")
     return replace(decision, reason=decision.reason + share, numbers={**decision.numbers, "origin_tried": tried})
 
 
@@ -298,8 +299,8 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
         verdicts.update(_pick(passers, best_only))
         ordered = {c.diff.id: verdicts[c.diff.id] for c in batch.candidates}
         keep = [c for c, d in ordered.values() if d.outcome is Outcome.ACCEPTED]
-        if any(c.evidence.replicas for c in keep):
-            state = replace(state, since_pass=0)
+        if keep:  # a discovery earns the level back (module doc)
+            state = replace(state, since_accepted=0)
         return batch.settle(ordered, keep=keep), state.counted([d for _, d in ordered.values()])
 
     return Stage(STAGE, AcceptanceState, update, AcceptanceState.load)
