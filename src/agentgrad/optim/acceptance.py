@@ -206,13 +206,13 @@ def _replicating(candidate: Candidate, post: Judgement) -> Decision:
 
 
 def _shared(decision: Decision, tried: int) -> Decision:
-    """`decision` with its reason saying the replication test's level was shared with `tried` earlier candidates
-    from the same origin task (module doc)."""
+    """`decision` with its reason saying the replication test's level was shared with `tried` candidates that
+    failed it before (module doc)."""
     if not tried:
         return decision
     share = (f" (the replication test's level is 1/{tried + 1} of its share of δ: {tried} candidate(s) failed "
              "it from this origin task, or since a change was last accepted)")
-    return replace(decision, reason=decision.reason + share, numbers={**decision.numbers, "origin_tried": tried})
+    return replace(decision, reason=decision.reason + share, numbers={**decision.numbers, "replication_tried": tried})
 
 
 def _rank(entry: tuple[Candidate, Judgement]) -> tuple[float, float, str]:
@@ -283,7 +283,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
         for candidate in batch.candidates:
             head, tried = head_of(ctx, candidate.diff.artifact_id), state.tried(candidate.evidence)
             risk = look_delta(schedule(head.version), candidate.looks, looks=looks, first_share=first_share)
-            risk /= 1 + tried  # the replication test's level, spent over the candidates from one origin task
+            risk /= 1 + tried  # the replication test's level, spent over the candidates that failed it (module doc)
             post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior)
             decision = _judge(candidate, post, head, min_examples, promising(candidate, post))
             if decision is None:
