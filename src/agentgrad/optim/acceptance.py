@@ -143,7 +143,7 @@ class AcceptanceState:
             else:
                 continue
             target[decision.artifact_id] = target.get(decision.artifact_id, 0) + 1
-        return AcceptanceState(accepted, rejected, held, self.replicated, self.since_accepted)
+        return replace(self, accepted=accepted, rejected=rejected, held=held)
 
 
 def head_of(ctx: Context, artifact_id: str, stage: str = STAGE) -> Head:
