@@ -117,7 +117,9 @@ def outcome(w: ReferenceWorld, trace: Trace, committed: list[str]) -> dict[str, 
             "calls_to_target": None if reached is None else reached[1],
             "seconds_to_target": None if reached is None else round(reached[0], 3),
             "rules": w.audit(final), "wrong_committed": len(wrong_pairs(w, committed)),
-            "curve": [[c, round(r, 4)] for _, c, r in curve], "final_text": final}
+            "curve": [[c, round(r, 4)] for _, c, r in curve],
+            "curve_expected": [[c, round(w.expected_score(text, "test"), 4)] for _, c, text in trace.points],
+            "final_text": final}
 
 
 def verdicts(w: ReferenceWorld, ops: dict[str, list[dict[str, Any]]], decisions: list[dict[str, Any]]) -> Counter[str]:

@@ -132,10 +132,53 @@ def goal_checks(summary: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[
     for system in mine:
         wrong = sum(r["wrong_committed"] for r in rows if r["system"] == system)
         checks.setdefault(system, {})["wrong_committed"] = wrong
+    for system, per in per_call(rows).items():
+        checks.setdefault(system, {})["per_call"] = per
     versus = _async_vs_sync(cells)
     if versus:
         checks["async_vs_sync"] = versus
     return checks
+
+
+def calls_to(rows: list[dict[str, Any]], level: float, budget: int, key: str) -> int | None:
+    """The fewest solver calls at which the mean over `rows` of the best-so-far curve `key` reaches `level` (None:
+    not within `budget`). The mean curve only moves where a row's does, so those points are all it needs."""
+    points = sorted({int(c) for r in rows for c, _ in r[key] if c <= budget} | {budget})
+    return next((c for c, v in zip(points, _mean_curve(rows, points, key), strict=True) if v >= level - 1e-9), None)
+
+
+def per_call(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Learning per call against gepa: per (world, workers) where gepa learned anything, the calls each agentgrad
+    system's mean curve takes to reach gepa's mean accuracy at the budget, against the calls gepa's own curve takes
+    (gepa's over ours: 2.0 means the same accuracy for half the calls). Where gepa ends at the optimum, the gain at
+    the budget cannot differ; this still can. The curves are noise-averaged (what each text learned, without its
+    own draw of answer noise) where the rows have them, so that a level is not one lucky draw."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["world"], row["workers"], row["system"]), []).append(row)
+    out: dict[str, dict[str, Any]] = {}
+    for (world, workers, system), mine in groups.items():
+        theirs = groups.get((world, workers, BASELINE))
+        if not system.startswith("agentgrad") or not theirs:
+            continue
+        budget = int(theirs[0]["budget"])
+        key = "curve_expected" if all("curve_expected" in r for r in mine + theirs) else "curve"
+        start = _mean_curve(theirs, [0], key)[0]
+        level = _mean_curve(theirs, [budget], key)[0]
+        if level <= start + 1e-9:
+            continue  # gepa learned nothing here: no calls to compare
+        gepa, ours = calls_to(theirs, level, budget, key), calls_to(mine, level, budget, key)
+        entry = out.setdefault(system, {"cells": {}, "unreached": []})
+        entry["cells"][f"{world}/{workers}"] = {"level": round(level, 4), "gepa_calls": gepa, "calls": ours,
+                                                "ratio": None if not ours or not gepa else gepa / ours}
+        if ours is None:
+            entry["unreached"].append(f"{world}/{workers}")
+    for entry in out.values():
+        ratios = [c["ratio"] for c in entry["cells"].values() if c["ratio"]]
+        entry["ratio_median"] = statistics.median(ratios) if ratios else None
+        entry["ratio_geomean"] = statistics.geometric_mean(ratios) if ratios else None
+        entry["ratio_min"] = min(ratios) if ratios else None
+    return out
 
 
 def _async_vs_sync(cells: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -212,6 +255,25 @@ def detail_table(cells: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def per_call_table(checks: Mapping[str, Any]) -> str:
+    """World × workers rows: gepa's mean accuracy at the budget, the calls its mean curve takes to reach it, and
+    per agentgrad system the calls its own takes (gepa's over ours in brackets)."""
+    systems = [s for s, c in checks.items() if isinstance(c, Mapping) and c.get("per_call")]
+    if not systems:
+        return ""
+    keys = list(dict.fromkeys(k for s in systems for k in checks[s]["per_call"]["cells"]))
+    lines = ["| world/S | gepa acc | gepa calls | " + " | ".join(f"{s} calls (ratio)" for s in systems) + " |",
+             "|" + "---|" * (3 + len(systems))]
+    for key in keys:
+        first = next(checks[s]["per_call"]["cells"][key] for s in systems if key in checks[s]["per_call"]["cells"])
+        parts = []
+        for s in systems:
+            c = checks[s]["per_call"]["cells"].get(key)
+            parts.append("-" if c is None else f"{_num(c['calls'])} ({_num(c['ratio'])})")
+        lines.append(f"| {key} | {first['level']:.3f} | {first['gepa_calls']} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)
+
+
 def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) -> str:
     """Both tables, the goal checks and the most common verdicts on right rules."""
     cells = summary["cells"]
@@ -219,7 +281,8 @@ def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) 
            "## Noise-averaged held-out accuracy (the final text's rules, without its own draw of answer noise)",
            expected_table(cells), "",
            "## Target (80% of optimum), rules in the final text (sum of wrong over seeds)", detail_table(cells), "",
-           "## Goal checks (against gepa)"]
+           "## Solver calls to reach gepa's mean accuracy at the budget (noise-averaged mean curves over seeds)",
+           per_call_table(checks), "", "## Goal checks (against gepa)"]
     for system, check in checks.items():
         if system == "async_vs_sync":
             out.append(f"- async against sync, {check['cells']} cells: mean gain ratio {_num(check['gain_ratio'])} "
@@ -237,6 +300,11 @@ def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) 
                    f"attainable gain {_num(check.get('attainable_share', {}).get('ours'))} against gepa's "
                    f"{_num(check.get('attainable_share', {}).get('gepa'))}; "
                    f"wrong rules committed: {check['wrong_committed']}")
+        per = check.get("per_call")
+        if per:
+            out.append(f"  - calls to reach gepa's accuracy at the budget, gepa's over ours: median "
+                       f"{_num(per['ratio_median'])}, geometric mean {_num(per['ratio_geomean'])}, lowest "
+                       f"{_num(per['ratio_min'])} over {len(per['cells'])} cells (never reached: {per['unreached']})")
         averaged = check.get("noise_averaged")
         if averaged:
             out.append(f"  - noise-averaged (what the final text learned, without its own noise draw): accuracy >= "
@@ -253,11 +321,12 @@ def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) 
     return "\n".join(out)
 
 
-def _mean_curve(rows: list[dict[str, Any]], grid: list[int]) -> list[float]:
-    """Mean over rows of the step curve (test accuracy of the best text so far) at each call count of `grid`."""
+def _mean_curve(rows: list[dict[str, Any]], grid: list[int], key: str = "curve") -> list[float]:
+    """Mean over rows of the step curve `key` (test accuracy of the best text so far; "curve_expected": its
+    noise-averaged accuracy) at each call count of `grid`."""
     def at(curve: list[list[float]], calls: int) -> float:
         return [r for c, r in curve if c <= calls][-1]
-    return [statistics.fmean(at(r["curve"], g) for r in rows) for g in grid]
+    return [statistics.fmean(at(r[key], g) for r in rows) for g in grid]
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> bool:

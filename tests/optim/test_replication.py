@@ -254,8 +254,9 @@ def test_the_level_is_spent_over_failed_replications_and_an_accepted_change_star
     assert outcome is Outcome.EXTEND and "level is 1/2 of its share" in reason
     assert "held for another context" in reason  # one full win short at half the level: the second stage
     assert _decide(state, _moved(four, "t98"), "d")[0] is Outcome.EXTEND  # another origin, the run's count
-    outcome, state, _ = _decide(state, replicated([(0.0, 1.0)] * 5), "e")
+    outcome, state, reason = _decide(state, replicated([(0.0, 1.0)] * 5), "e")
     assert outcome is Outcome.ACCEPTED and state.since_accepted == 0 and dict(state.replicated) == {"t99": 1}
+    assert "level is 1/2 of its share" in reason  # a passer says the level it passed at was shared too
     assert _decide(state, _moved(four, "t98"), "f")[0] is Outcome.ACCEPTED
     assert _decide(state, four, "g")[0] is Outcome.EXTEND
     _, state, _ = _decide(state, _moved(junk, "t97"), "h")

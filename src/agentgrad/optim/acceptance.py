@@ -280,8 +280,10 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
     def update(batch: Batch, state: AcceptanceState, ctx: Context) -> tuple[Batch, AcceptanceState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
         passers: list[tuple[Candidate, Judgement]] = []
+        spent: dict[str, int] = {}
         for candidate in batch.candidates:
             head, tried = head_of(ctx, candidate.diff.artifact_id), state.tried(candidate.evidence)
+            spent[candidate.diff.id] = tried
             risk = look_delta(schedule(head.version), candidate.looks, looks=looks, first_share=first_share)
             risk /= 1 + tried  # the replication test's level, spent over the candidates that failed it (module doc)
             post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior)
@@ -296,7 +298,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
                 verdicts[candidate.diff.id] = (candidate, _shared(decision, tried))
                 if decision.outcome is Outcome.REJECTED and candidate.evidence.replicas:
                     state = state.failed_replication(candidate.evidence)
-        verdicts.update(_pick(passers, best_only))
+        verdicts.update({key: (c, _shared(d, spent[key])) for key, (c, d) in _pick(passers, best_only).items()})
         ordered = {c.diff.id: verdicts[c.diff.id] for c in batch.candidates}
         keep = [c for c, d in ordered.values() if d.outcome is Outcome.ACCEPTED]
         if keep:  # a discovery earns the level back (module doc)
