@@ -19,7 +19,9 @@ Per run, all computed offline from the world (no calls): held-out (test) accurac
 budget (agentgrad: its head; gepa: its best candidate by validation score), gain over the starting skill, calls
 and seconds until its text first reached the target (80% of the world's optimum), right / wrong / junk rules in
 the final text, wrong rules in any committed version (gepa: any validated candidate), and for agentgrad the
-verdict on every diff by what it held (a right rule, an override line, a wrong rule, junk).
+verdict on every diff by what it held (a right rule, an override line, a wrong rule, junk). Per (world, workers),
+the report also gives the solver calls each agentgrad system's mean curve takes to reach gepa's mean accuracy at
+the budget, against gepa's own (noise-averaged curves; `learning_report.per_call`).
 
 gepa needs its own environment (make bench-learning runs this script in .venv-gepa); in an environment without it
 the gepa systems are skipped with a note. The full suite takes about 15 minutes on 2 cores; `--quick` (1 seed, 2
