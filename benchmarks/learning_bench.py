@@ -4,7 +4,8 @@ Writes benchmarks/out/learning_bench.json and learning_bench.png (held-out accur
 
 Worlds: the named presets of `agentgrad.testing.presets` (a 12-task quickstart up to 224 tasks; Zipf-like
 category sizes, 0-10% answer noise re-drawn with every edit, override rules that only work with their category's
-rule, junk / contradictory / duplicate proposals), each repeated over `--seeds` independent draws. Latency is
+rule, a format rule every category needs, rules that solve only part of their category, junk / contradictory /
+duplicate proposals), each repeated over `--seeds` independent draws. Latency is
 lognormal with median 5 ms and σ 1.25 (heavy-tailed, small, so the suite runs in minutes). `--free-text` keeps
 every skill as free text (`AppendRules`, evolve's default strategy) instead of keyed lines; `--bundle p` adds a
 junk tip to a share p of all proposals (a model's proposal often bundles one with its fix).
@@ -56,7 +57,7 @@ MEDIAN, SIGMA = 0.005, 1.25
 TARGET_SHARE = 0.8
 GEPA_CAP_S = 900.0
 CALLS = {"quickstart": 120, "small_zipf": 300, "steep_zipf": 900, "overrides": 800, "noisy": 800,
-         "poor_proposer": 600, "large": 1500, "broad": 800}
+         "poor_proposer": 600, "large": 1500, "broad": 800, "partial": 800}
 QUICK_WORLDS = ("quickstart", "overrides")
 SYSTEMS = ("agentgrad_sync", "agentgrad_async", "gepa", "gepa_reflect_all")
 DEFAULT_SYSTEMS = ("agentgrad_sync", "agentgrad_async", "gepa")

@@ -199,3 +199,17 @@ def test_bad_configs_are_refused_with_the_field_named(changes: dict[str, Any], m
 def test_config_round_trips_through_its_dict() -> None:
     config = WorldConfig(seed=7, noise=0.1)
     assert WorldConfig(**config.to_dict()) == config
+
+
+def test_a_rule_that_reaches_part_of_its_category_solves_that_share_and_nothing_else() -> None:
+    full = ReferenceWorld(WorldConfig(noise=0.0, tasks_per_category=40))
+    part = ReferenceWorld(WorldConfig(noise=0.0, tasks_per_category=40, rule_reach=0.6))
+    category = part.categories[1]
+    text = apply_ops(part.artifact.text, part.strategy.ops(part.right_rule(category), part.artifact.text))
+    mine = {t.id for t in part.tasks.values() if t.category == category}
+    solved = {t for t, s in part.evaluate(text, part.tasks).items() if s == 1.0}
+    assert solved < mine and 0.45 < len(solved) / len(mine) < 0.75  # about 60%, the same tasks every time
+    assert {t for t, s in full.evaluate(text, full.tasks).items() if s == 1.0} == mine
+    assert part.expected_score(part.optimal_text(), "test") < full.expected_score(full.optimal_text(), "test")
+    with pytest.raises(ConfigError, match="rule_reach"):
+        WorldConfig(rule_reach=0.0)

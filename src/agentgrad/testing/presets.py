@@ -1,5 +1,6 @@
 """Named reference worlds for the small, skewed, noisy regime (issue 9): from a 12-task quickstart to a few hundred
-tasks, with Zipf-like category sizes, answer noise, override rules and proposers of varied quality.
+tasks, with Zipf-like category sizes, answer noise, override rules, rules that reach part of their category, and
+proposers of varied quality.
 
 `WORLDS` maps a name to its `WorldConfig`; `preset(name, seed)` builds it with the seed shifted by `seed` (so a
 benchmark can repeat a world's shape over several independent draws). `quickstart()` is the 12-task world
@@ -34,6 +35,10 @@ WORLDS = MappingProxyType({
     # reaches every category
     "broad": WorldConfig(n_categories=8, tasks_per_category=24, zipf=0.8, noise=0.05, base_rate=0.3,
                          format_share=0.6, seed=81),
+    # 78 tasks over 8 categories; a right rule solves only 60% of its category's tasks (drawn per task), as a
+    # model that a rule helps on some inputs only: the rest stay failed, and rollouts there propose it again
+    "partial": WorldConfig(n_categories=8, tasks_per_category=24, zipf=0.8, noise=0.05, base_rate=0.1,
+                           rule_reach=0.6, seed=91),
     # 224 tasks over 12 categories (80 ... 5), one override, easy tasks, 20% contradictions
     "large": WorldConfig(n_categories=12, tasks_per_category=80, zipf=1.1, noise=0.05, base_rate=0.15,
                          n_overrides=1, seed=71, p_right=0.45, p_junk=0.2, p_contradict=0.2, p_duplicate=0.15),

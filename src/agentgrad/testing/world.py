@@ -182,7 +182,9 @@ class ReferenceWorld:
         if value is not None and not self._is_right_value(task.category, value):
             raise _Blocked
         if not task.special:
-            return None if value is None else True
+            reached = self.config.rule_reach >= 1 or draw_float(self.config.seed, "reach", task.id) < \
+                self.config.rule_reach
+            return True if value is not None and reached else None
         key = task.category + OVERRIDE_SUFFIX
         override = rules.get(key)
         if override is not None and not self._is_right_value(key, override):
@@ -192,7 +194,8 @@ class ReferenceWorld:
     def solve(self, text: str, task_id: str) -> float:
         """1.0 if a solver with skill `text` solves the task, else 0.0 (deterministic in seed, task and text).
 
-        With the right rule for the task's category it succeeds; without any rule for it, it succeeds if the task
+        With the right rule for the task's category it succeeds (on the `rule_reach` share of the category's
+        tasks it reaches, drawn per task; elsewhere as without it); without any rule for it, it succeeds if the task
         is one of the easy ones (a fixed `base_rate` share of tasks, drawn from the seed and task id). A special
         case needs the category's rule and its override; with the rule alone it fails, with the override alone it
         is as if there were no rule. Either outcome flips with probability `noise`, drawn from (seed, task id,

@@ -13,7 +13,7 @@ from agentgrad.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 _PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test",
-                  "override_share", "format_share", "p_bundle")
+                  "override_share", "format_share", "p_bundle", "rule_reach")
 
 
 def draw_float(*parts: object) -> float:
@@ -50,6 +50,9 @@ class WorldConfig:
             reaches the tasks least like the one it was proposed for (0: no format rule).
         p_bundle: the chance that a proposal (of any kind) also carries a junk tip on a line of its own, as a
             model's proposal often bundles a generic tip with the fix it means.
+        rule_reach: the share of a category's ordinary tasks (drawn per task) that its right rule solves; the rest
+            it does not reach, as if there were no rule (1: every task, as a model that follows the rule each time;
+            below 1, as a model that a rule helps on some inputs only). A special case's override is unaffected.
         free_text: the skill is free text, rules appended as bullets (`AppendRules`, the default strategy of
             `evolve`) rather than keyed lines: a rule for a category the skill already has stands next to the old
             one, and the solver follows the last line of a category (as a model follows the latest instruction).
@@ -74,6 +77,7 @@ class WorldConfig:
     format_share: float = 0.0
     p_bundle: float = 0.0
     free_text: bool = False
+    rule_reach: float = 1.0
 
     def __post_init__(self) -> None:
         for name, low in (("n_categories", 1), ("tasks_per_category", 1), ("n_methods", 2), ("seed", None)):
@@ -84,6 +88,8 @@ class WorldConfig:
             total = sum(getattr(self, name) for name in group)
             if not math.isclose(total, 1.0, abs_tol=1e-9):
                 raise ConfigError(f"WorldConfig: {' + '.join(group)} must sum to 1, got {total!r}")
+        if not self.rule_reach > 0:
+            raise ConfigError(f"WorldConfig.rule_reach must be above 0, got {self.rule_reach!r}")
         number(self.zipf, "WorldConfig.zipf", low=0)
         integer(self.n_overrides, "WorldConfig.n_overrides", low=0, high=self.n_categories)
         if not isinstance(self.free_text, bool):
