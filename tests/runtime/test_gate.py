@@ -332,6 +332,40 @@ def test_a_decided_window_cancels_the_calls_still_in_flight() -> None:
     assert sorted(cancelled) == ["base", "cand"]  # both of its calls were cancelled, not left running
 
 
+def test_under_a_call_budget_a_decided_window_lets_its_calls_finish_and_keeps_their_rows() -> None:
+    """Calls cut off are paid for with nothing to show: with `finish`, a window holds at most that many tasks, and
+    once an exact stop decides, the calls in flight finish and their rows are kept (the verdict is the same)."""
+    val = [f"v{i:02d}" for i in range(16)]
+    slow = seeded_order(val, seed=0, salt="v0")[0]  # in the first window: the last to land
+    most: dict[int | None, int] = {}
+
+    async def main(finish: int | None) -> tuple[Evidence, list[str]]:
+        landed: list[str] = []
+        in_flight = [0]
+
+        async def score(text: str, task_id: str) -> float:
+            in_flight[0] += 1
+            most[finish] = max(most.get(finish, 0), in_flight[0])
+            try:
+                await anyio.sleep(0.05 if task_id == slow else 0)
+            finally:
+                in_flight[0] -= 1
+            landed.append(task_id)
+            return 1.0 if text == "cand" else 0.0
+
+        gate = Gate(score, val, GateConfig(chunk=4), seed=0, margin=0.02, estimator=DurationEstimator(),
+                    finish=finish)
+        with anyio.fail_after(5):
+            return await gate.evidence("d1", "base", 0, "cand", delta=0.05, windowed=True), landed
+
+    (cut, cut_landed), (kept, kept_landed) = anyio.run(main, None), anyio.run(main, 3)
+    assert slow not in {r.task_id for r in cut.rows} and slow not in cut_landed  # cancelled, as before
+    assert slow in {r.task_id for r in kept.rows} and kept_landed.count(slow) == 2  # finished, row kept
+    assert most == {None: 8, 3: 6}  # a window of `chunk` tasks, or of `finish` (two calls a task)
+    assert posterior_summary(kept, delta=0.05, margin=0.02).passes == posterior_summary(cut, delta=0.05,
+                                                                                        margin=0.02).passes
+
+
 def test_a_cached_base_score_is_read_not_awaited_and_only_the_candidate_is_scored() -> None:
     val = [f"v{i}" for i in range(6)]
     table = {"base": dict.fromkeys(val, 0.0), "cand": dict.fromkeys(val, 1.0)}

@@ -95,7 +95,8 @@ class Engine:
         self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
                          margin=config.acceptance.margin, estimator=self.estimator, peek=self.cache.peek,
                          pool=self.pool, locality=locality if config.gate.focus else None, known=self.known_tasks,
-                         noise=lambda: self.noise, earlier=lambda text, task_id: self.watch.earlier(text, task_id))
+                         noise=lambda: self.noise, earlier=lambda text, task_id: self.watch.earlier(text, task_id),
+                         finish=None if budget.calls is None else config.workers.run_slots)
         self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
         self.watch = NoiseWatch(self.gate.far, lambda text, task: self.cache.scores.get((content_hash(text), task)))
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside

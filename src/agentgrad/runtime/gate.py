@@ -71,16 +71,17 @@ class Gate(GatePlan):
                  peek: Callable[[str, str], float | None] | None = None, pool: Sequence[str] | None = None,
                  locality: Locality | None = None, known: Callable[[str], Collection[str]] | None = None,
                  noise: Callable[[], NoiseEstimate | None] | None = None,
-                 earlier: Callable[[str, str], float | None] | None = None) -> None:
+                 earlier: Callable[[str, str], float | None] | None = None, finish: int | None = None) -> None:
         """`val_ids` is the validation split; `pool` the tasks the gate may score (default: `val_ids`); `earlier`
         (text, task) -> what an earlier head scored there while the commits since were for other tasks
-        (`NoiseWatch.earlier`), or None."""
+        (`NoiseWatch.earlier`), or None; `finish` (the run slots, when calls are budgeted): a window holds at most
+        that many tasks and lets the calls in flight finish once its verdict is certain (`_windowed`)."""
         super().__init__(val_ids if pool is None else pool, config, seed=seed, margin=margin, prior=prior,
                          locality=locality, known=known)
         self.score, self.val_ids, self.peek = score, list(val_ids), peek
         self.noise = noise or (lambda: None)
         self.earlier = earlier or (lambda text, task_id: None)
-        self.estimator = estimator
+        self.estimator, self.finish = estimator, finish
         self.tasks_skipped = 0
         self.tasks_carried = 0
         self.futile_stops = 0
@@ -159,7 +160,9 @@ class Gate(GatePlan):
     async def _windowed(self, texts: tuple[str, str], order: Sequence[str], look: _Look, full: bool,
                         known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
         """Keep `chunk` tasks in flight and start the next one as soon as any finishes (no barrier, so one slow
-        call holds back nothing else); stop, cancelling what is in flight, once the verdict is certain.
+        call holds back nothing else); stop once the verdict is certain, cancelling what is in flight, or, with
+        `finish` (calls are budgeted, so a call cut off is paid for with nothing to show), letting it finish: an
+        exact stop keeps those rows (its verdict is the same whatever they say), a futility stop only caches them.
 
         The tasks visited are those of `order` (a seeded random order, which futility assumes); only the first
         window starts longest first, so that when slots are scarce the slowest calls get them first."""
@@ -167,7 +170,7 @@ class Gate(GatePlan):
         if not full and self._certain(scores, total - len(scores), look):
             return self._skipped(scores, total)
         send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order) or 1)
-        short = False
+        short, stop = False, None
 
         async def one(task_id: str) -> None:
             try:
@@ -177,25 +180,38 @@ class Gate(GatePlan):
             await send.send((task_id, result))
 
         async with anyio.create_task_group() as group, send, receive:
-            started = min(len(order), max(1, self.config.chunk))
+            width = self.config.chunk if self.finish is None else min(self.config.chunk, self.finish)
+            started = running = min(len(order), max(1, width))
             for task_id in self.estimator.longest_first(order[:started]):
                 group.start_soon(one, task_id)
-            for _ in order:  # every task started sends one result; at most len(order) arrive
+            while running:
                 task_id, result = await receive.receive()
+                running -= 1
+                if stop is not None:  # a stopped window's calls finishing (`finish`): they land in the cache
+                    if stop == "exact" and result is not None:
+                        scores[task_id] = result
+                    continue
                 if result is None:
                     short = True
                     break
                 scores[task_id] = result
-                if not full and self._certain(scores, total - len(scores), look):
-                    self._skipped(scores, total)
+                stop = self._stop(scores, total, look) if not full else None
+                if stop is not None and self.finish is None:
                     break
-                if started < len(order):
+                if stop is None and started < len(order):
                     group.start_soon(one, order[started])
-                    started += 1
+                    started, running = started + 1, running + 1
             group.cancel_scope.cancel()
         if short:
             raise OutOfBudget("gate_evals")
-        return scores
+        return scores if stop is None else self._skipped(scores, total)
+
+    def _stop(self, scores: dict[str, tuple[float, float]], total: int, look: _Look) -> str | None:
+        """"exact" or "futile" when `_certain` stops the window, else None."""
+        futile = self.futile_stops
+        if not self._certain(scores, total - len(scores), look):
+            return None
+        return "futile" if self.futile_stops > futile else "exact"
 
     async def _chunked(self, texts: tuple[str, str], order: Sequence[str], look: _Look, full: bool,
                        known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
