@@ -195,7 +195,7 @@ class Gate(GatePlan):
                     short = True
                     break
                 scores[task_id] = result
-                stop = self._stop(scores, total, look) if not full else None
+                stop = self._certain(scores, total - len(scores), look) if not full else None
                 if stop is not None and self.finish is None:
                     break
                 if stop is None and started < len(order):
@@ -205,13 +205,6 @@ class Gate(GatePlan):
         if short:
             raise OutOfBudget("gate_evals")
         return scores if stop is None else self._skipped(scores, total)
-
-    def _stop(self, scores: dict[str, tuple[float, float]], total: int, look: _Look) -> str | None:
-        """"exact" or "futile" when `_certain` stops the window, else None."""
-        futile = self.futile_stops
-        if not self._certain(scores, total - len(scores), look):
-            return None
-        return "futile" if self.futile_stops > futile else "exact"
 
     async def _chunked(self, texts: tuple[str, str], order: Sequence[str], look: _Look, full: bool,
                        known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
@@ -229,11 +222,12 @@ class Gate(GatePlan):
         self.tasks_skipped += total - len(scores)
         return scores
 
-    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, look: _Look) -> bool:
-        """True when scoring more tasks is not worth it: the verdict is certain (`optim.judge.certain`), or (every
-        fourth look, for the sign test on tasks in random order) passing has become improbable (futility)."""
+    def _certain(self, scores: dict[str, tuple[float, float]], remaining: int, look: _Look) -> str | None:
+        """Why scoring more tasks is not worth it, or None: "exact", the verdict is certain (`optim.judge.certain`),
+        or "futile", (every fourth look, for the sign test on tasks in random order) passing has become improbable
+        (futility)."""
         if not self.config.early_stop or remaining == 0:
-            return False
+            return None
         rows = [Row(t, b, c) for t, (b, c) in scores.items()]
         focused = bool(look.focus)
         gain = RowTally.of(r for r in rows if r.task_id in look.focus) if focused else RowTally.of(rows)
@@ -241,10 +235,10 @@ class Gate(GatePlan):
         if certain(gain, RowTally.of(rows), focused=focused, gain_left=gain_left, other_left=remaining - gain_left,
                    delta=look.delta, margin=self.margin, noise=look.noise, prior=self.prior,
                    calibrated=look.calibrated):
-            return True
+            return "exact"
         if not look.random or focused or look.calibrated or self.config.futility <= 0 \
                 or len(scores) % 4:
-            return False
+            return None
         thresholds = self._thresholds.get(look.delta)
         if thresholds is None:
             thresholds = self._thresholds[look.delta] = PassThresholds(delta=look.delta, margin=self.margin,
@@ -253,7 +247,7 @@ class Gate(GatePlan):
         futile = prob_pass_later(gain.wins, gain.losses, differing, len(scores), remaining, thresholds) \
             < self.config.futility
         self.futile_stops += futile
-        return futile
+        return "futile" if futile else None
 
     def prior_cost(self) -> float:
         """The calls one proposal is expected to cost the gate before any was judged: a screen and half a plan."""
