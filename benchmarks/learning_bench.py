@@ -63,7 +63,8 @@ SYSTEMS = ("agentgrad_sync", "agentgrad_async", "gepa", "gepa_reflect_all")
 DEFAULT_SYSTEMS = ("agentgrad_sync", "agentgrad_async", "gepa")
 WORKERS = (1, 4, 16)
 COUNTS = ("screened_out", "tabu_skips", "in_flight_duplicates", "gated", "decision_accepted", "decision_rejected",
-          "decision_fused", "decision_dropped", "hedged_calls", "reused_rollouts", "explore_unstuck")
+          "decision_fused", "decision_dropped", "hedged_calls", "reused_rollouts", "explore_unstuck", "rechecks",
+          "reverified", "replications", "sibling_replications", "extended", "rebased_before_gate", "idle_rollouts")
 
 
 @dataclass(frozen=True)
