@@ -12,7 +12,7 @@ from scipy.stats import beta
 
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.errors import StateDictError
-from agentgrad.optim.noise import PRIOR_ROOM, PRIOR_WINS, UPPER, NoiseEstimate
+from agentgrad.optim.noise import PRIOR_ROOM, PRIOR_WINS, SCREEN_TAIL, UPPER, NoiseEstimate
 
 
 def far_evidence(rows: list[tuple[str, float, float]], far: tuple[str, ...] | None = None) -> Evidence:
@@ -26,7 +26,8 @@ def ties(n: int, base: float = 0.0, prefix: str = "t") -> Evidence:
 
 
 def test_an_empty_estimate_counts_nothing() -> None:
-    assert NoiseEstimate().to_dict() == {"win_room": 0.0, "wins": 0.0, "loss_room": 0.0, "losses": 0.0}
+    assert NoiseEstimate().to_dict() == {"win_room": 0.0, "wins": 0.0, "loss_room": 0.0, "losses": 0.0,
+                                         "screen_room": 0.0, "screen_wins": 0.0}
 
 
 def test_a_win_on_a_base_failed_far_row_counts_as_a_win_with_its_room() -> None:
@@ -170,3 +171,42 @@ def test_the_constructor_refuses_what_load_refuses() -> None:
 
 def test_rounding_within_a_billionth_of_the_room_is_accepted() -> None:
     assert NoiseEstimate(win_room=1.0, wins=1.0 + 1e-12).wins == 1.0 + 1e-12
+
+
+def test_screens_count_their_room_and_wins_apart_from_the_far_rows() -> None:
+    noise = NoiseEstimate(win_room=2.0, wins=1.0).screened([(0.0, 1.0), (0.0, 0.0), (0.5, 0.25), (1.0, 1.0)])
+    assert (noise.screen_room, noise.screen_wins) == (2.5, 1.0)
+    assert (noise.win_room, noise.wins) == (2.0, 1.0)
+
+
+def test_many_screens_that_seldom_win_bring_a_bound_raised_by_a_few_lucky_far_rows_down() -> None:
+    lucky = NoiseEstimate(win_room=7.0, wins=3.0)  # three noise wins in seven far rows: a wide bound
+    screened = lucky.screened([(0.0, 1.0)] * 4 + [(0.0, 0.0)] * 92)
+    assert lucky.win_upper() > 0.3
+    assert screened.win_upper() < 0.15
+    assert screened.row_win_upper() < 0.15
+    level = 1 - (1 - UPPER) * SCREEN_TAIL  # far out in the tail: both bounds hold together nearly at UPPER
+    assert screened.win_upper() == pytest.approx(beta.ppf(level, PRIOR_WINS + 4, PRIOR_ROOM - PRIOR_WINS + 92))
+
+
+def test_screens_that_mostly_win_leave_the_far_rows_bound_as_it_was() -> None:
+    far = NoiseEstimate(win_room=60.0, wins=1.0)
+    screened = far.screened([(0.0, 1.0)] * 30 + [(0.0, 0.0)] * 10)  # a proposer that is mostly right
+    assert screened.win_upper() == far.win_upper()
+    assert screened.row_win_upper() == far.row_win_upper()
+
+
+def test_without_screens_the_bound_is_the_far_rows_alone() -> None:
+    far = NoiseEstimate(win_room=60.0, wins=1.0)
+    assert far.win_upper() == pytest.approx(beta.ppf(UPPER, PRIOR_WINS + 1, PRIOR_ROOM - PRIOR_WINS + 59))
+
+
+def test_a_state_dict_from_before_screens_were_counted_loads_with_none() -> None:
+    assert NoiseEstimate.load(GOOD) == NoiseEstimate(**GOOD)
+    screened = NoiseEstimate(**GOOD).screened([(0.0, 1.0)])
+    assert NoiseEstimate.load(json.loads(json.dumps(screened.to_dict()))) == screened
+
+
+def test_more_screen_wins_than_screen_room_are_refused() -> None:
+    with pytest.raises(StateDictError, match="more wins or losses than room"):
+        NoiseEstimate.load({**GOOD, "screen_room": 1.0, "screen_wins": 2.0})

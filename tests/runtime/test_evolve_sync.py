@@ -304,3 +304,14 @@ def test_a_callback_that_raises_stops_the_run_with_a_systemic_error_naming_it(tm
     assert isinstance(result.error, SystemicError)
     assert re.fullmatch(r"callback .*broken_tracker failed on the '(commit|verdict)' event: KeyError: 'step'",
                         str(result.error))
+
+
+def test_every_screen_reaches_the_noise_estimate_at_the_next_step(tmp_path: Path) -> None:
+    result = run(tmp_path / "run", agent(), asynchronous=False)
+    steps = [p for _, p in events(tmp_path / "run", ["step"])]
+    screens = [p["noise"].get("screen_room", 0.0) for p in steps]
+    assert result.counts["screened_out"] > 0
+    assert screens == sorted(screens) and screens[0] == 0.0  # counted from the first step's screens on, never lost
+    # every proposal was screened before the gate (passed or not), and the last round made no proposal
+    assert screens[-1] == result.counts["screened_out"] + result.counts["gated"]
+    assert all(p["noise"]["screen_wins"] <= p["noise"]["screen_room"] for p in steps)

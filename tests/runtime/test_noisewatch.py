@@ -43,3 +43,13 @@ def test_an_earlier_heads_score_stands_for_the_head_only_across_commits_for_othe
     assert watch.earlier("v2", "t1") is None  # a commit since was for a task like t1: it may have moved it
     assert watch.earlier("v2", "t5", depth=1) is None  # v1 has no score of t5 and the look back ends there
     assert watch.earlier("v0", "t5") is None  # the first head has no earlier one
+
+
+def test_screens_wait_for_the_step_and_are_counted_once() -> None:
+    watch = _watch({})
+    watch.screened(0.0, 1.0)
+    watch.screened(0.0, 0.0)
+    assert watch.sizes()["pending"] == 2
+    noise = watch.flush(NoiseEstimate())
+    assert (noise.screen_room, noise.screen_wins) == (2.0, 1.0)
+    assert watch.flush(noise) is noise and watch.sizes()["pending"] == 0

@@ -172,13 +172,20 @@ async def _gate_worker(engine: Engine, inbox: WorkQueue[Work], out: ObjectSendSt
                 feedback.maybe_close()
 
 
+def _fuse_wait(engine: Engine) -> float:
+    """How long the aggregator waits for re-checked candidates to join a step (seconds): `RunConfig.fuse_wait`, or
+    by default four mean call durations."""
+    wait = engine.config.fuse_wait
+    return 4 * engine.estimator.overall if wait is None else wait
+
+
 async def _gather(engine: Engine, inbox: ObjectReceiveStream[Candidate], first: Candidate,
                   feedback: _Feedback) -> list[Candidate]:
     """A step's batch: what is ready now, and, while candidates sent back by the last step are still being
     re-checked, what arrives within the fusion wait (they share a head, so the step can fuse them)."""
     batch = [first]
     limit = engine.config.max_batch
-    with anyio.move_on_after(engine.fuse_wait()):
+    with anyio.move_on_after(_fuse_wait(engine)):
         while len(batch) < limit and feedback.sent_back:
             try:
                 batch.append(await inbox.receive())

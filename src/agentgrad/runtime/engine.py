@@ -114,12 +114,6 @@ class Engine:
                              policy=lambda: self.policy)
 
     # -- timing and the gate's view of the cache ------------------------------------------------------------
-    def fuse_wait(self) -> float:
-        """How long the asynchronous aggregator waits for re-checked candidates to join a step (seconds):
-        `RunConfig.fuse_wait`, or by default four mean call durations."""
-        wait = self.config.fuse_wait
-        return 4 * self.estimator.overall if wait is None else wait
-
     def known_tasks(self, text: str) -> frozenset[str]:
         """The tasks `text` has a cached score on, for the gate's plans: live in the asynchronous runtime; in the
         synchronous one as `freeze_known` saw them (so plans never depend on the order calls finish in)."""
@@ -280,6 +274,7 @@ class Engine:
             others = seeded_order([t for t in self.train if t != origin.task_id], seed=self.config.seed,
                                   salt=diff.id)[:more] if more else []
             passed, scores = await self.gate.screen((base.text, cand_text), origin.reward, origin.task_id, others)
+            self.watch.screened(*scores[origin.task_id])
             if not passed:
                 self._screened_out(diff, base.version, scores)
                 return None

@@ -5,7 +5,8 @@ do with may still change score. Rollouts and the gate score tasks on every new h
 score of the same task is cached and the task is far from every origin task of the commit (`Gate.far`), the pair
 is one more observation of the answer noise, at no call. `NoiseWatch` collects such pairs as they are scored and
 hands them over at the end of an optimizer step (so that, in the synchronous runtime, what a step sees never
-depends on the order calls finished in); each (version, task) counts once.
+depends on the order calls finished in); each (version, task) counts once. It also keeps the gate's screens
+(`NoiseEstimate.screened`) until the step, for the same reason.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ class NoiseWatch:
     Args:
         far: `far(origin, [task])` -> the tasks of the list far from `origin` (the gate's rule).
         lookup: `lookup(text, task)` -> the cached score, or None.
-    State: per committed version its parent's text hash and the commit's origin tasks; the pending pairs; the
-    (version, task) pairs already counted.
+    State: per committed version its parent's text hash and the commit's origin tasks; the pending pairs and
+    screens; the (version, task) pairs already counted.
     """
 
     def __init__(self, far: Callable[[str | None, list[str]], list[str]],
@@ -35,6 +36,7 @@ class NoiseWatch:
         self.far, self.lookup = far, lookup
         self.lineage: dict[str, tuple[int, str, tuple[str, ...]]] = {}  # text hash -> (version, parent text, origins)
         self.pending: list[Row] = []
+        self.screens: list[tuple[float, float]] = []  # (base, candidate) on a screened proposal's origin task
         self.seen: set[tuple[int, str]] = set()
 
     def committed(self, version: int, text: str, parent: str, origins: Collection[str]) -> None:
@@ -74,8 +76,14 @@ class NoiseWatch:
         self.seen.add((version, task_id))
         self.pending.append(Row(f"v{version}:{task_id}", before, score))
 
+    def screened(self, base: float, candidate: float) -> None:
+        """A screen scored a proposal on its origin task: keep the pair for the next step."""
+        self.screens.append((base, candidate))
+
     def flush(self, noise: NoiseEstimate) -> NoiseEstimate:
-        """`noise` with the pending pairs counted; the pending list is emptied."""
+        """`noise` with the pending pairs and screens counted; both lists are emptied."""
+        screens, self.screens = self.screens, []
+        noise = noise.screened(screens) if screens else noise
         if not self.pending:
             return noise
         rows, self.pending = tuple(self.pending), []
@@ -83,4 +91,4 @@ class NoiseWatch:
 
     def sizes(self) -> Mapping[str, int]:
         """How much it holds (the pairs are transient: a resumed run starts collecting afresh)."""
-        return {"pending": len(self.pending), "versions": len(self.lineage)}
+        return {"pending": len(self.pending) + len(self.screens), "versions": len(self.lineage)}
