@@ -202,6 +202,17 @@ def test_a_run_with_nothing_left_to_learn_stops_instead_of_spinning(tmp_path: Pa
     epochs = result.usage.rollouts / len(WORLD.train)
     assert 2 <= epochs < 3
     assert [k for k, _ in events(tmp_path, ["idle"])] == ["idle"]
+    assert f"stopped early: {result.counts['idle_rollouts']} rollouts brought no proposal" in result.summary()
+
+
+def test_an_early_stop_says_how_many_of_the_budgets_calls_it_left(tmp_path: Path) -> None:
+    async def perfect(rendered: str, task: Task) -> str:
+        return "solved"
+
+    result = run(tmp_path, agent(), run=perfect, budget=Budget(calls=500), asynchronous=False)
+    used = result.usage.rollouts + result.usage.gate_evals
+    assert 0 < used < 500
+    assert f"; {500 - used} of its 500 calls unused" in result.summary()
 
 
 def test_a_change_already_under_evaluation_is_not_evaluated_twice(tmp_path: Path) -> None:

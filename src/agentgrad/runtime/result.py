@@ -98,6 +98,16 @@ class Result:
         parts = [f"{a} {len(self.histories.get(a, ())) - 1}" for a in sorted(self.artifacts)]
         return f"{len(self.history) - 1} library commits ({', '.join(parts)} per artifact)"
 
+    def _stopped(self) -> str:
+        """A line saying the run stopped before its budget because rollouts brought nothing more ("" if not)."""
+        if not self.counts.get("idle_stops"):
+            return ""
+        calls = None if self.budget is None else self.budget.calls
+        unused = "" if calls is None else \
+            f"; {max(0, calls - self.usage.rollouts - self.usage.gate_evals)} of its {calls} calls unused"
+        return (f"stopped early: {self.counts.get('idle_rollouts', 0)} rollouts brought no proposal (the training "
+                f"tasks they ran pass on the head: add training tasks the agent fails to learn more){unused}\n")
+
     def summary(self) -> str:
         """A few lines a person can read."""
         mix: dict[str, int] = {}
@@ -108,7 +118,7 @@ class Result:
         status = "ok" if self.ok else f"FAILED: {type(self.error).__name__}: {self.error}"
         budget = "" if self.budget is None else f"budget: {self.budget.describe()}" + (
             " (the default: pass budget= to change it)" if self.budget == DEFAULT_BUDGET else "") + "\n"
-        return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n{budget}"
+        return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n{budget}{self._stopped()}"
                 f"versions: {self._versions()}; verdicts: {mix}\n"
                 f"usage: {self.usage.rollouts} rollouts, {self.usage.proposals} proposals, "
                 f"{self.usage.gate_evals} gate evals ({self.usage.gate_share:.0%} of run calls), "
