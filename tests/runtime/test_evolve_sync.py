@@ -211,7 +211,7 @@ def test_an_early_stop_says_how_many_of_the_budgets_calls_it_left(tmp_path: Path
 
     result = run(tmp_path, agent(), run=perfect, budget=Budget(calls=500), asynchronous=False)
     used = result.usage.rollouts + result.usage.gate_evals
-    assert 0 < used < 500
+    assert result.usage.run_calls == used and 0 < used < 500
     assert f"; {500 - used} of its 500 calls unused" in result.summary()
 
 

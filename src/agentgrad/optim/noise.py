@@ -38,6 +38,12 @@ _FIELDS = ("win_room", "wins", "loss_room", "losses", "screen_room", "screen_win
 _SINCE = ("screen_room", "screen_wins")  # may be missing from a state dict written before screens were counted
 
 
+def _upper(hits: float, room: float, level: float, *, prior: float = PRIOR_WINS) -> float:
+    """The `level` quantile of the rate's posterior: `hits` in `room` chances, on a prior of `prior` hits in
+    `PRIOR_ROOM` chances."""
+    return float(betaincinv(prior + hits, PRIOR_ROOM - prior + max(room - hits, 0.0), level))
+
+
 @dataclass(frozen=True)
 class NoiseEstimate:
     """Counts of noise seen on far rows, and on screens.
@@ -87,18 +93,15 @@ class NoiseEstimate:
             wins += max(candidate - base, 0.0)
         return replace(self, screen_room=room, screen_wins=wins)
 
-    def _bound(self, wins: float, room: float, level: float) -> float:
-        return float(betaincinv(PRIOR_WINS + wins, PRIOR_ROOM - PRIOR_WINS + max(room - wins, 0.0), level))
-
     def _lower_of(self, wins: float, room: float, level: float) -> float:
         """The far rows' bound (`wins` in `room`) at `level`, or, once screens were seen, the lower of it and the
         screens' bound taken far out in the tail (`SCREEN_TAIL` of the tail of `level`): together they hold at
         1 − (1 + SCREEN_TAIL)(1 − level), 97.45% for 97.5%, and where the screens tell nothing the bound is the far
         rows' as before. Screens come with every proposal, so a narrow tail costs them little."""
-        far = self._bound(wins, room, level)
+        far = _upper(wins, room, level)
         if self.screen_room <= 0:
             return far
-        return min(far, self._bound(self.screen_wins, self.screen_room, 1.0 - (1.0 - level) * SCREEN_TAIL))
+        return min(far, _upper(self.screen_wins, self.screen_room, 1.0 - (1.0 - level) * SCREEN_TAIL))
 
     def win_upper(self, level: float = UPPER) -> float:
         """An upper credible bound of the chance that noise turns a failed task into a win. The prior, half a win
@@ -119,8 +122,7 @@ class NoiseEstimate:
     def loss_upper(self, level: float = UPPER) -> float:
         """An upper credible bound of that chance: losses beyond it are harm, not noise (a generous bound, so a
         lone loss is never taken for harm before the run has measured its noise)."""
-        a, b = PRIOR_LOSSES + self.losses, PRIOR_ROOM - PRIOR_LOSSES + max(self.loss_room - self.losses, 0.0)
-        return float(betaincinv(a, b, level))
+        return _upper(self.losses, self.loss_room, level, prior=PRIOR_LOSSES)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,9 +33,13 @@ class RunUsage:
     held_out_time: float = 0.0
 
     @property
+    def run_calls(self) -> int:
+        """The calls of `run` the loop made: rollouts and gate evaluations (what `Budget.calls` bounds)."""
+        return self.rollouts + self.gate_evals
+
+    @property
     def gate_share(self) -> float:
-        calls = self.rollouts + self.gate_evals
-        return self.gate_evals / calls if calls else 0.0
+        return self.gate_evals / self.run_calls if self.run_calls else 0.0
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,7 @@ class Result:
             return ""
         calls = None if self.budget is None else self.budget.calls
         unused = "" if calls is None else \
-            f"; {max(0, calls - self.usage.rollouts - self.usage.gate_evals)} of its {calls} calls unused"
+            f"; {max(0, calls - self.usage.run_calls)} of its {calls} calls unused"
         return (f"stopped early: {self.counts.get('idle_rollouts', 0)} rollouts brought no proposal (the training "
                 f"tasks they ran pass on the head: add training tasks the agent fails to learn more){unused}\n")
 
