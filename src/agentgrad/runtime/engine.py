@@ -88,15 +88,8 @@ class Engine:
                                    health=self.health, policy=lambda: self.policy)
         self.cache = ScoreCache(self._score)
         self.delta = delta_schedule(config.acceptance.delta)
-        widened = config.gate.widened(len(self.val))
-        self.pool = self.val + (self.train if widened else [])  # the tasks the gate may score
-        inputs = {t: str(getattr(self.tasks[t], "input", "")) for t in dict.fromkeys(self.pool + self.train)}
-        locality = Locality(inputs)
-        self.gate = Gate(self.cache.get, self.val, config.gate, seed=config.seed,
-                         margin=config.acceptance.margin, estimator=self.estimator, peek=self.cache.peek,
-                         pool=self.pool, locality=locality if config.gate.focus else None, known=self.known_tasks,
-                         noise=lambda: self.noise, earlier=lambda text, task_id: self.watch.earlier(text, task_id),
-                         finish=None if budget.calls is None else config.workers.run_slots)
+        self.pool = self.val + (self.train if config.gate.widened(len(self.val)) else [])  # tasks the gate may score
+        self.gate = self._make_gate(budget)
         self.noise = NoiseEstimate()  # the answer noise seen on far rows of decided candidates (`optim.noise`)
         self.watch = NoiseWatch(self.gate.far, lambda text, task: self.cache.scores.get((content_hash(text), task)))
         self.held_out_affordable = True  # False when the budget could not set the held-out calls aside
@@ -112,6 +105,17 @@ class Engine:
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
                              policy=lambda: self.policy)
+
+    def _make_gate(self, budget: Budget) -> Gate:
+        """The acceptance gate on this run's pool, scoring through the cache, with the noise estimate and the
+        noise watch (both built after it) read only when it judges."""
+        config = self.config
+        inputs = {t: str(getattr(self.tasks[t], "input", "")) for t in dict.fromkeys(self.pool + self.train)}
+        return Gate(self.cache.get, self.val, config.gate, seed=config.seed, margin=config.acceptance.margin,
+                    estimator=self.estimator, peek=self.cache.peek, pool=self.pool,
+                    locality=Locality(inputs) if config.gate.focus else None, known=self.known_tasks,
+                    noise=lambda: self.noise, earlier=lambda text, task_id: self.watch.earlier(text, task_id),
+                    finish=None if budget.calls is None else config.workers.run_slots)
 
     # -- timing and the gate's view of the cache ------------------------------------------------------------
     def known_tasks(self, text: str) -> frozenset[str]:

@@ -169,6 +169,14 @@ class Gate(GatePlan):
         scores, total = dict(known), len(known) + len(order)
         if not full and self._certain(scores, total - len(scores), look):
             return self._skipped(scores, total)
+        stop = await self._slide(texts, order, scores, lambda: None if full else
+                                 self._certain(scores, total - len(scores), look))
+        return scores if stop is None else self._skipped(scores, total)
+
+    async def _slide(self, texts: tuple[str, str], order: Sequence[str], scores: dict[str, tuple[float, float]],
+                     check: Callable[[], str | None]) -> str | None:
+        """Score `order` into `scores` through the sliding window, asking `check` after each pair lands; returns
+        why the window stopped early (None: it scored every task); OutOfBudget if a call could not run."""
         send, receive = anyio.create_memory_object_stream[tuple[str, tuple[float, float] | None]](len(order) or 1)
         short, stop = False, None
 
@@ -195,7 +203,7 @@ class Gate(GatePlan):
                     short = True
                     break
                 scores[task_id] = result
-                stop = self._certain(scores, total - len(scores), look) if not full else None
+                stop = check()
                 if stop is not None and self.finish is None:
                     break
                 if stop is None and started < len(order):
@@ -204,7 +212,7 @@ class Gate(GatePlan):
             group.cancel_scope.cancel()
         if short:
             raise OutOfBudget("gate_evals")
-        return scores if stop is None else self._skipped(scores, total)
+        return stop
 
     async def _chunked(self, texts: tuple[str, str], order: Sequence[str], look: _Look, full: bool,
                        known: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:

@@ -360,13 +360,7 @@ class SQLiteStore:
     def why(self, diff_id: str) -> dict[str, Any]:
         """Why a diff is where it is: the diff, a summary of its evidence, its decisions and its version if any."""
         with self._read() as c:
-            diff = tables.get_diff(c, diff_id)
-            evidence = tables.get_evidence(c, diff_id)
-            committed = c.execute("SELECT number FROM versions WHERE diff_id = ?", (diff_id,)).fetchone()
-            decisions = tables.get_decisions(c, [("diff_id", diff_id)])
-        return {"diff": diff.to_dict(), "evidence": codec.summarise(evidence),
-                "decisions": [d.to_dict() for d in decisions],
-                "version": committed[0] if committed is not None else None}
+            return tables.why(c, diff_id)
 
     # -- git mirror -------------------------------------------------------------------------------------------
 

@@ -319,3 +319,12 @@ class Blobs:
         if len(self._texts) >= self.SIZE:
             self._texts.clear()
         self._texts[text_hash] = text
+
+
+def why(c: sqlite3.Connection, diff_id: str) -> dict[str, Any]:
+    """A diff, a summary of its evidence, its decisions and its version if any (`SQLiteStore.why`)."""
+    diff, evidence = get_diff(c, diff_id), get_evidence(c, diff_id)
+    committed = c.execute("SELECT number FROM versions WHERE diff_id = ?", (diff_id,)).fetchone()
+    return {"diff": diff.to_dict(), "evidence": codec.summarise(evidence),
+            "decisions": [d.to_dict() for d in get_decisions(c, [("diff_id", diff_id)])],
+            "version": committed[0] if committed is not None else None}
