@@ -127,3 +127,20 @@ def test_a_candidate_held_for_more_evidence_keeps_its_origin_and_its_like_tasks_
         assert chosen != first and helpers.WORLD.tasks[chosen].category != category  # a rollout would repeat it
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_final_verdict_frees_exploring_again_and_only_a_real_stop_is_logged(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        _open(engine, engine.train[0], "p1")
+        engine.journal.counts["idle_rollouts"] = 2 * len(engine.train)  # rollouts made while p1 was judged
+        assert engine.idle()
+        engine.drop_open("p1")  # its verdict: its origin task is free again, and so is exploring
+        assert not engine.idle() and engine.journal.counts["idle_rollouts"] == 0
+        assert not engine.journal.counts["idle_stops"]  # idle for a while is not a stop
+        engine.journal.counts["idle_rollouts"] = 2 * len(engine.train)
+        engine.note_idle_stop()
+        engine.note_idle_stop()
+        assert engine.journal.counts["idle_stops"] == 1
+        assert engine.journal.counts["idle_stop_rollouts"] == 2 * len(engine.train)
+
+    helpers.on_engine(tmp_path, body)  # a budget of calls: rollouts are not limited apart

@@ -69,7 +69,12 @@ class _Feedback:
 def _starved(engine: Engine) -> bool:
     """True when nothing more could reach a verdict: the gate budget is spent, or rollouts bring nothing."""
     meter = engine.accounts.meter
-    return meter.remaining("gate_evals") <= 0 or meter.remaining("calls") < 1 or engine.idle()
+    if meter.remaining("gate_evals") <= 0 or meter.remaining("calls") < 1:
+        return True
+    if engine.idle():
+        engine.note_idle_stop()  # the rollout worker asking stops for good
+        return True
+    return False
 
 
 def _wind_down(engine: Engine, feedback: _Feedback) -> None:

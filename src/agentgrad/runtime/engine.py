@@ -139,14 +139,18 @@ class Engine:
 
     # -- rollouts and proposals ------------------------------------------------------------------------------
     def idle(self) -> bool:
-        """True when the rollout budget is unlimited and two epochs of rollouts brought nothing to the gate (the
-        run then stops instead of spinning until another budget runs out; logged once as an "idle" event)."""
+        """True when the rollout budget is unlimited and two epochs of rollouts since the last proposal or final
+        verdict brought nothing to the gate: exploring has nothing more to find (the loops then stop rolling out,
+        and say so with `note_idle_stop`, instead of spinning until another budget runs out)."""
         threshold = max(2 * len(self.train), 2 * self.config.workers.rollout)
-        idle = self.accounts.meter.budget.rollouts is None and self.journal.counts["idle_rollouts"] >= threshold
-        if idle and not self.journal.counts["idle_stops"]:
+        return self.accounts.meter.budget.rollouts is None and self.journal.counts["idle_rollouts"] >= threshold
+
+    def note_idle_stop(self) -> None:
+        """Exploring stopped because the run is `idle`: counted and logged once (an "idle" event)."""
+        if not self.journal.counts["idle_stops"]:
             self.journal.counts["idle_stops"] += 1
+            self.journal.counts["idle_stop_rollouts"] = self.journal.counts["idle_rollouts"]
             self.journal.emit(EventKind.IDLE, {"rollouts_without_a_proposal": self.journal.counts["idle_rollouts"]})
-        return idle
 
     async def rollout(self, worker: str, snapshot: Snapshot, task_id: str,
                       refresh: Callable[[Snapshot], Snapshot] | None = None) -> Rollout:
@@ -254,10 +258,12 @@ class Engine:
         self.open.hold(diffs, first=first)
 
     def drop_open(self, diff_id: str) -> None:
-        """A diff got its final verdict: it is no longer open."""
+        """A diff got its final verdict: it is no longer open. Its origin task is free again (or the head moved), so
+        the rollouts made meanwhile do not count towards an idle stop (`idle`)."""
         self.pacing.forget_origin(diff_id)
         if self.open.drop(diff_id) is not None:
             self.journal.counts["judged"] += 1
+            self.journal.counts["idle_rollouts"] = 0
             self.pacing.settled()
 
     def _proposal_failed(self, counter: str, about: Mapping[str, Any], error: str) -> None:

@@ -109,7 +109,8 @@ class Result:
         calls = None if self.budget is None else self.budget.calls
         unused = "" if calls is None else \
             f"; {max(0, calls - self.usage.run_calls)} of its {calls} calls unused"
-        return (f"stopped early: {self.counts.get('idle_rollouts', 0)} rollouts brought no proposal (the training "
+        idle = self.counts.get("idle_stop_rollouts", self.counts.get("idle_rollouts", 0))
+        return (f"stopped early: {idle} rollouts brought no proposal (the training "
                 f"tasks they ran pass on the head: add training tasks the agent fails to learn more){unused}\n")
 
     def summary(self) -> str:

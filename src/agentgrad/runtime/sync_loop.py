@@ -169,6 +169,8 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
             elif engine.journal.calls == calls and not had_work and _rollouts(engine) == rolled:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
             stalled = released and not batch and engine.journal.calls == calls
+    if engine.idle():
+        engine.note_idle_stop()
 
 
 __all__ = ["run_round", "run_sync", "start_order"]
