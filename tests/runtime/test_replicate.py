@@ -263,7 +263,8 @@ def test_rare_rules_left_with_no_context_on_a_short_history_are_decided_on_earli
                     clock=clock.now, callbacks=[listen])
     assert result.ok, result.error
     assert all(world.right_rule(c) in result.artifact.text for c in ("units", "algebra"))
-    assert "deferred" not in outcomes and world.audit(result.artifact.text) == {"right": 4, "wrong": 0, "junk": 0}
+    assert world.audit(result.artifact.text) == {"right": 4, "wrong": 0, "junk": 0}
+    assert outcomes.count("deferred") <= 1 and result.usage.run_calls == 220  # at most the last, cut off by the budget
 
 
 def test_near_the_end_of_a_tight_budget_the_calls_go_to_replications_not_to_rollouts(tmp_path: Path) -> None:

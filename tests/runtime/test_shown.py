@@ -55,7 +55,7 @@ def test_the_engine_takes_a_change_as_showing_its_origin_only_when_no_other_task
         diff = Diff("skill", 0, (Op.add("key", f'example-0123456789: "{question}" -> "KTR-4"'),))
         assert engine.shows_origin(diff, origin) and not engine.shows_origin(diff, other)
         assert not engine.shows_origin(diff, None)
-        engine.input_starts = None
+        engine.input_starts.clear()
         tasks[other] = replace(tasks[other], input=question)
         assert not engine.shows_origin(diff, origin)
 

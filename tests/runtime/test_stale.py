@@ -16,7 +16,7 @@ from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy
 from agentgrad.runtime.engine import Engine
-from agentgrad.runtime.records import Proposed, Snapshot
+from agentgrad.runtime.records import Proposed, Rollout, Snapshot
 from agentgrad.runtime.stale import REPAIR_SUFFIX, can_repair, follow_ups, reanchor, recheck
 from agentgrad.runtime.stale import touched as stale_touched
 from agentgrad.strategies.base import make_diff
@@ -222,3 +222,18 @@ def test_a_deferred_candidate_is_left_open_when_no_gate_call_can_be_paid(tmp_pat
             engine.store.close()
 
     anyio.run(main)
+
+
+def test_a_proposal_rebased_onto_a_head_that_solves_its_origin_task_is_screened_out_there(tmp_path: Path) -> None:
+    """The screen of a rebased proposal compares it with the head it now sits on, not with the rollout's older
+    text: a commit since that solved the origin task is no win of the proposal's."""
+    async def check(engine: Engine, proposed: Proposed) -> None:
+        task = engine.train[0]
+        origin = Rollout("w0", task, proposed.snapshot, "wrong", 0.0, None)  # failed on the proposal's base
+        moved = reanchor(engine, Proposed(proposed.diff, proposed.snapshot, origin))
+        assert isinstance(moved, Proposed) and moved.snapshot == engine.head != origin.snapshot
+        engine.cache.put(engine.head.text, task, 1.0)  # the head solves it now
+        assert await engine.evaluate(moved) is None
+        assert engine.journal.counts["screened_out"] == 1 and not engine.journal.counts["gated"]
+
+    _with_lag(tmp_path, StalePolicy.KEEP, check, lag=1)

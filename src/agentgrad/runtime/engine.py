@@ -42,7 +42,7 @@ from agentgrad.runtime.runstate import RunState
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.scorecache import ScoreCache, Scored
 from agentgrad.runtime.sections import SectionOwners
-from agentgrad.runtime.shown import input_start, shows_answer
+from agentgrad.runtime.shown import shows_origin
 from agentgrad.runtime.trim import passengers
 from agentgrad.store.kinds import CHECKPOINT, EventKind
 from agentgrad.store.promotion import Promotion
@@ -100,7 +100,7 @@ class Engine:
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
         self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
-        self.input_starts: Counter[str] | None = None  # how many tasks start alike (`shows_origin`), built once
+        self.input_starts: Counter[str] = Counter()  # how many tasks start alike (`shows_origin`), built once
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
@@ -279,11 +279,12 @@ class Engine:
         diff, base = proposed.diff, proposed.snapshot
         cand_text = apply(diff, base.text)
         origin = proposed.origin
-        if self.config.gate.screen and origin is not None and not full and origin.snapshot == base:
+        if self.config.gate.screen and origin is not None and not full:
             more = self.config.gate.screen_tasks - 1
             others = seeded_order([t for t in self.train if t != origin.task_id], seed=self.config.seed,
                                   salt=diff.id)[:more] if more else []
-            passed, scores = await self.gate.screen((base.text, cand_text), origin.reward, origin.task_id, others)
+            passed, scores = await self.gate.screen((base.text, cand_text), await self._before(base, origin),
+                                                    origin.task_id, others)
             self.watch.screened(*scores[origin.task_id])
             if not passed:
                 self._screened_out(diff, base.version, scores)
@@ -299,12 +300,17 @@ class Engine:
         origin_id = None if origin is None else origin.task_id
         return Candidate(diff, evidence, origin=origin_id, shows_origin=self.shows_origin(diff, origin_id))
 
+    async def _before(self, base: Snapshot, origin: Rollout) -> float:
+        """The base's score on the origin task: the rollout's, or the head's for a proposal rebased onto it (a commit
+        since may have solved the task: a screen against the old score would credit the change with it)."""
+        return origin.reward if origin.snapshot == base else await self.gate.score(base.text, origin.task_id)
+
     async def _trim(self, diff: Diff, base: Snapshot, origin: Rollout) -> Diff:
         """`diff` without the ops its origin task does not need (`runtime.trim`), on `base` (the snapshot it was
         written on, or the head it was rebased onto: then the base is scored on the origin first); the trimmed diff
         keeps the id, and a proposal event with ``trimmed`` (the ops taken out) records it."""
-        before = origin.reward if origin.snapshot == base else await self.gate.score(base.text, origin.task_id)
-        trimmed, dropped = await passengers(diff, base.text, origin.task_id, before, self.gate.pair)
+        trimmed, dropped = await passengers(diff, base.text, origin.task_id, await self._before(base, origin),
+                                            self.gate.pair)
         if dropped:
             gone = "; ".join(repr(diff.ops[i].new or diff.ops[i].old) for i in dropped)
             trimmed = replace(trimmed, rationale=f"{diff.rationale} (taken out, not needed on task {origin.task_id}: "
@@ -318,16 +324,8 @@ class Engine:
         return trimmed
 
     def shows_origin(self, diff: Diff, origin: str | None) -> bool:
-        """True if `diff` adds its origin task's input and gold answer, and no other task has that input
-        (`runtime.shown`)."""
-        task = None if origin is None else self.tasks.get(origin)
-        question = getattr(task, "input", "")
-        if task is None or not shows_answer((op.new for op in diff.ops if op.new), question,
-                                            getattr(task, "expected", None)):
-            return False
-        if self.input_starts is None:  # only once a change shows an answer: most runs never need it
-            self.input_starts = Counter(input_start(getattr(t, "input", "")) for t in self.tasks.values())
-        return self.input_starts[input_start(question)] == 1
+        """`runtime.shown.shows_origin` over the run's tasks."""
+        return shows_origin(diff, origin, self.tasks, self.input_starts)
 
     def _screened_out(self, diff: Diff, version: int, scores: Mapping[str, tuple[float, float]]) -> None:
         evidence = Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},

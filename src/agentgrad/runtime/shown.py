@@ -16,8 +16,11 @@ that other tasks share: a change that shows it teaches those tasks too, and wins
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from agentgrad.core.diff import Diff
 from agentgrad.strategies.demos import gold_text
 
 SHOWN_INPUT = 60  # letters and digits of the origin's input that must occur in the added text
@@ -46,3 +49,17 @@ def shows_answer(added: Iterable[str], question: object, expected: object) -> bo
 
 
 __all__ = ["MIN_INPUT", "SHOWN_INPUT", "input_start", "shows_answer"]
+
+
+def shows_origin(diff: Diff, origin: str | None, tasks: Mapping[str, Any], starts: Counter[str]) -> bool:
+    """True if `diff` adds its origin task's input and gold answer, and no other task of `tasks` has that input.
+    `starts` counts the tasks by `input_start`: the caller keeps it, and it is filled when first needed (only once
+    a change shows an answer: most runs never need it)."""
+    task = None if origin is None else tasks.get(origin)
+    question = getattr(task, "input", "")
+    if task is None or not shows_answer((op.new for op in diff.ops if op.new), question,
+                                        getattr(task, "expected", None)):
+        return False
+    if not starts:
+        starts.update(input_start(getattr(t, "input", "")) for t in tasks.values())
+    return starts[input_start(question)] == 1
