@@ -140,8 +140,7 @@ class Engine:
     # -- rollouts and proposals ------------------------------------------------------------------------------
     def idle(self) -> bool:
         """True when the rollout budget is unlimited and two epochs of rollouts since the last proposal or final
-        verdict brought nothing to the gate: exploring has nothing more to find (the loops then stop rolling out,
-        and say so with `note_idle_stop`, instead of spinning until another budget runs out)."""
+        verdict brought nothing: the loops then stop exploring (`note_idle_stop`) instead of spinning."""
         threshold = max(2 * len(self.train), 2 * self.config.workers.rollout)
         return self.accounts.meter.budget.rollouts is None and self.journal.counts["idle_rollouts"] >= threshold
 
@@ -253,13 +252,11 @@ class Engine:
         return too_large is None
 
     def hold_open(self, diffs: Sequence[Diff], *, first: bool = True) -> None:
-        """Note diffs that have no final verdict yet (a proposal making the same change meanwhile is skipped;
-        `first`: see `OpenDiffs.hold`)."""
+        """Note diffs with no final verdict yet (the same change proposed meanwhile is skipped; see `OpenDiffs`)."""
         self.open.hold(diffs, first=first)
 
     def drop_open(self, diff_id: str) -> None:
-        """A diff got its final verdict: it is no longer open. Its origin task is free again (or the head moved), so
-        the rollouts made meanwhile do not count towards an idle stop (`idle`)."""
+        """A diff got its final verdict: it is no longer open, and the rollouts made meanwhile count for no `idle`."""
         self.pacing.forget_origin(diff_id)
         if self.open.drop(diff_id) is not None:
             self.journal.counts["judged"] += 1
