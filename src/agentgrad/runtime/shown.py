@@ -48,9 +48,6 @@ def shows_answer(added: Iterable[str], question: object, expected: object) -> bo
     return flat[:SHOWN_INPUT] in text and gold in text
 
 
-__all__ = ["MIN_INPUT", "SHOWN_INPUT", "input_start", "shows_answer"]
-
-
 def shows_origin(diff: Diff, origin: str | None, tasks: Mapping[str, Any], starts: Counter[str]) -> bool:
     """True if `diff` adds its origin task's input and gold answer, and no other task of `tasks` has that input.
     `starts` counts the tasks by `input_start`: the caller keeps it, and it is filled when first needed (only once
@@ -63,3 +60,6 @@ def shows_origin(diff: Diff, origin: str | None, tasks: Mapping[str, Any], start
     if not starts:
         starts.update(input_start(getattr(t, "input", "")) for t in tasks.values())
     return starts[input_start(question)] == 1
+
+
+__all__ = ["MIN_INPUT", "SHOWN_INPUT", "input_start", "shows_answer", "shows_origin"]
