@@ -212,3 +212,21 @@ def test_repair_on_an_l1_artifact_ends_within_its_budget_and_commits_only_fully_
     with SQLiteStore(tmp_path, git=False) as lib:
         assert all(lib.evidence(d.diff_id).full for d in accepted)  # L1: only on a full check
     check_commits(tmp_path)
+
+
+def test_under_a_call_budget_a_cohort_is_judged_on_one_head_and_taken_in_one_step(tmp_path: Path) -> None:
+    """Rollouts go out in cohorts: the candidates of one are evaluated on the same head and reach one aggregator
+    step, which fuses the compatible ones into one version (a stream of single candidates would need a version
+    each, and a re-check of every later one on the moved head)."""
+    steps: list[tuple[int, int]] = []  # (head, candidates) of each step
+
+    def watch(kind: str, payload: Mapping[str, Any]) -> None:
+        if kind == "step":
+            steps.append((payload["head"], len(payload["candidates"])))
+
+    result = run(tmp_path, agent(), budget=Budget(calls=160), workers=Workers(rollout=4, propose=2, gate=2),
+                 asynchronous=True, callbacks=[watch])
+    assert result.ok, result.error
+    assert result.counts["decision_fused"] >= 2
+    assert max(n for _, n in steps) >= 2
+    assert result.counts.get("rebased_before_gate", 0) == 0  # no proposal was judged on a head that had moved

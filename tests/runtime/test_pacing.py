@@ -1,5 +1,5 @@
 """Rollout pacing: a rollout goes to a task nothing is already being done about, waits while every such task is
-taken, never waits forever, and the asynchronous runtime keeps one proposal in its pipeline under a call budget."""
+taken, never waits forever, and the asynchronous runtime rolls out in cohorts under a call budget."""
 
 from __future__ import annotations
 
@@ -72,19 +72,40 @@ def test_a_wait_nothing_can_end_gives_way_and_a_starved_run_stops(tmp_path: Path
     helpers.on_engine(tmp_path / "run", body)
 
 
-def test_the_asynchronous_runtime_keeps_one_proposal_between_rollout_and_verdict(tmp_path: Path) -> None:
+def test_the_asynchronous_runtime_rolls_out_in_cohorts_whose_verdicts_come_before_the_next(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
         engine.policy = ASYNC
+        assert engine.pacing.cohorts()
+        cohort = engine.train[:engine.config.workers.rollout]
+        for task in cohort:
+            assert engine.pacing.explore_allowed()
+            engine.pacing.rollout_started(task)
+        assert not engine.pacing.explore_allowed()  # one rollout per rollout worker
+        engine.pacing.rollout_ended(cohort[0])  # it passed: no proposal, its worker may roll out again
         assert engine.pacing.explore_allowed()
-        engine.pacing.rollout_started(engine.train[0])
-        assert not engine.pacing.explore_allowed()  # a rollout in flight is the pipeline's one proposal
-        engine.pacing.rollout_ended(engine.train[0])
-        _open(engine, engine.train[0], "p1")
-        assert not engine.pacing.explore_allowed()  # so is a proposal waiting for its verdict
+        engine.pacing.rollout_ended(cohort[1])
+        engine.pacing.await_proposal(cohort[1])
+        assert not engine.pacing.explore_allowed()  # a failure is being acted on: the cohort's verdicts come first
+        engine.pacing.proposal_made(cohort[1])
+        _open(engine, cohort[1], "p1")
+        assert not engine.pacing.explore_allowed()  # so does its proposal, waiting for its verdict
         engine.policy = SYNC
         assert engine.pacing.explore_allowed()  # a synchronous round rolls out beside it (the gate's backlog bounds it)
+        assert not engine.pacing.cohorts()
+        engine.policy = ASYNC
+        engine.drop_open("p1")
+        assert engine.pacing.explore_allowed()  # the verdict is in: a new cohort may start
 
     helpers.on_engine(tmp_path / "run", body)
+
+
+def test_without_a_call_budget_there_are_no_cohorts(tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        engine.policy = ASYNC
+        _open(engine, engine.train[0], "p1")
+        assert not engine.pacing.cohorts() and engine.pacing.explore_allowed()
+
+    helpers.on_engine(tmp_path / "run", body, budget=helpers.BUDGET)
 
 
 def test_a_proposal_left_unevaluated_for_want_of_budget_does_not_hold_the_rollouts_back(tmp_path: Path) -> None:

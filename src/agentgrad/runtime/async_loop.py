@@ -9,6 +9,9 @@ by its propose slots. Channels are bounded, so a slow gate or aggregator holds t
 proposers hold the rollout workers back (backpressure). A rollout worker refreshes its snapshot once the head is
 more than `async_ratio` versions ahead, checked when its run slot is granted. Every task lives in one task group;
 the loop ends when the budgets run out (or nothing more can be evaluated) and every channel has drained.
+
+Under `Budget.calls` the rollouts go out in cohorts (`LoopPolicy.cohort`): a cohort's proposals are judged on one
+head and its candidates taken by one aggregator step, as in a synchronous round, with no phase waiting for another.
 """
 
 from __future__ import annotations
@@ -184,12 +187,28 @@ def _fuse_wait(engine: Engine) -> float:
     return 4 * engine.estimator.overall if wait is None else wait
 
 
+async def _rest_of_cohort(engine: Engine, inbox: ObjectReceiveStream[Candidate], batch: list[Candidate],
+                          feedback: _Feedback) -> None:
+    """Add to `batch` the candidates still on their way to the aggregator (in cohort mode, `Pacing.cohorts`, the
+    rest of the step's cohort), so that they are judged on one head and fused in one step. What is waiting is
+    looked at again every mean call duration: a candidate the gate could not finish never comes."""
+    while len(batch) < engine.config.max_batch and feedback.waiting.difference(c.diff.id for c in batch):
+        with anyio.move_on_after(max(0.005, engine.estimator.overall)):
+            try:
+                batch.append(await inbox.receive())
+            except anyio.EndOfStream:
+                return
+
+
 async def _gather(engine: Engine, inbox: ObjectReceiveStream[Candidate], first: Candidate,
                   feedback: _Feedback) -> list[Candidate]:
-    """A step's batch: what is ready now, and, while candidates sent back by the last step are still being
-    re-checked, what arrives within the fusion wait (they share a head, so the step can fuse them)."""
+    """A step's batch: in cohort mode the rest of the cohort; what is ready now; and, while candidates sent back
+    by the last step are still being re-checked, what arrives within the fusion wait (they share a head, so the
+    step can fuse them)."""
     batch = [first]
     limit = engine.config.max_batch
+    if engine.pacing.cohorts():
+        await _rest_of_cohort(engine, inbox, batch, feedback)
     with anyio.move_on_after(_fuse_wait(engine)):
         while len(batch) < limit and feedback.sent_back:
             try:

@@ -169,8 +169,8 @@ class Pacing:
         if self.sections is not None and worker is not None and self._all_taken(self.sections.tasks_of(worker)):
             return False
         queued = self.open.active - len(self.parking)  # parked ones wait for a context, shelved ones for nothing
-        if queued + self.exploring + extra >= self._pipeline():
-            return False  # the gate is behind: a proposal made now would wait, and be judged on a stale head
+        if self._gate_behind(queued, extra):
+            return False  # a proposal made now would wait, and be judged on a stale head
         in_flight = queued + self.exploring + extra + len(self.awaiting)
         if in_flight and self._all_taken(self.train):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
@@ -178,6 +178,19 @@ class Pacing:
                                    out=self.parking.out_for_replication(self.open)) if parked else 0.0
         return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra, parked=kept)
+
+    def _gate_behind(self, queued: int, extra: int) -> bool:
+        """True if a rollout now (beside `extra`) would bring a proposal the gate cannot judge on this head: in
+        cohort mode (`LoopPolicy.cohort`) while the cohort's proposals are made or judged, or once it has as many
+        rollouts as there are rollout workers; else once the pipeline (`_pipeline`) is full."""
+        if self.policy().cohort:
+            return queued > 0 or bool(self.awaiting) or self.exploring + extra >= self.config.workers.rollout
+        return queued + self.exploring + extra >= self._pipeline()
+
+    def cohorts(self) -> bool:
+        """True if rollouts go out in cohorts (`LoopPolicy.cohort`, under `Budget.calls`): an aggregator step
+        waits for the rest of its cohort."""
+        return self.policy().cohort and self.accounts.meter.budget.calls is not None
 
     def parked_blocks(self, extra: int = 0) -> bool:
         """True if a rollout (beside `extra` about to start) is refused only for the calls the candidates waiting
