@@ -182,10 +182,11 @@ class Pacing:
     def _gate_behind(self, queued: int, extra: int) -> bool:
         """True if a rollout now (beside `extra`) would bring a proposal the gate cannot judge on this head: in
         cohort mode (`LoopPolicy.cohort`) while the cohort's proposals are made or judged, or once it has as many
-        rollouts as there are rollout workers; else once the pipeline (`_pipeline`) is full."""
+        rollouts as there are rollout workers; else once `BACKLOG` times the gate workers of proposals are between a
+        rollout's start and their verdict."""
         if self.policy().cohort:
             return queued > 0 or bool(self.awaiting) or self.exploring + extra >= self.config.workers.rollout
-        return queued + self.exploring + extra >= self._pipeline()
+        return queued + self.exploring + extra >= BACKLOG * self.config.workers.gate
 
     def cohorts(self) -> bool:
         """True if rollouts go out in cohorts (`LoopPolicy.cohort`, under `Budget.calls`): an aggregator step
@@ -204,12 +205,6 @@ class Pacing:
         """True if each of `tasks` is being worked on or solved on the head."""
         busy, solved = self._busy(), self._solver()
         return all(t in busy or solved(t) for t in tasks)
-
-    def _pipeline(self) -> int:
-        """The most proposals between a rollout's start and their verdict under `Budget.calls`: the loop's
-        `LoopPolicy.pipeline`, else `BACKLOG` times the gate workers."""
-        depth = self.policy().pipeline
-        return BACKLOG * self.config.workers.gate if depth is None else depth
 
     def _figures(self) -> SplitFigures:
         rollouts = self.journal.counts["rollouts"] + self.journal.counts["reused_rollouts"]

@@ -23,9 +23,6 @@ class LoopPolicy:
         wait_deferred: a candidate the governance stage deferred (an L1 change waiting for the one in its full
             check) waits for a verdict before it goes back to the aggregator (True), instead of coming back at
             once (False: a synchronous round brings it back at the next step anyway).
-        pipeline: under `Budget.calls` and without `cohort`, the most proposals between a rollout's start and
-            their verdict (rollouts in flight and proposals waiting for the gate or held by it), or None for
-            `pacing.BACKLOG` times the gate workers.
         cohort: under `Budget.calls`, rollouts go out in cohorts, as a synchronous round's do: up to the rollout
             workers at once on the current head, and no more while a proposal of the cohort waits for its proposer
             or its verdict; the aggregator waits for the cohort's candidates and takes them in one step. They are
@@ -35,14 +32,14 @@ class LoopPolicy:
             while its last rollouts still run. The asynchronous runtime uses it. Measured on the learning
             benchmark's family 53 at 0.4 of its budgets (12 worlds, 4 draws), held-out accuracy at 16 workers:
             0.753 in cohorts, 0.695 with one proposal in the pipeline (the earlier setting), 0.520 with the gate
-            workers' backlog; the synchronous runtime 0.752, in 1.87x the wall time of cohorts.
+            workers' backlog (`pacing.BACKLOG`, the rule without cohorts); the synchronous runtime 0.752, in
+            1.87x the wall time of cohorts.
     """
 
     live_cache: bool
     windowed: bool
     hedge: bool
     wait_deferred: bool = False
-    pipeline: int | None = None
     cohort: bool = False
 
 
