@@ -80,6 +80,7 @@ class Job:
     family: int = drawn.HELD_OUT
     free_text: bool = False
     bundle: float = 0.0
+    slow_proposer: float = 1.0
 
 
 def world_config(name: str, family: int) -> WorldConfig:
@@ -172,7 +173,8 @@ def run_gepa(job: Job, w: ReferenceWorld, agent: WorldAgent, trace: Trace) -> di
 def run_job(job: Job) -> dict[str, Any]:
     """One run, measured (in a worker process)."""
     w = build(job)
-    agent, trace = WorldAgent(w, median=MEDIAN, sigma=SIGMA), Trace(w, job.calls)
+    agent = WorldAgent(w, median=MEDIAN, sigma=SIGMA, slow_proposer=job.slow_proposer)
+    trace = Trace(w, job.calls)
     row = (run_gepa if job.system.startswith("gepa") else run_agentgrad)(job, w, agent, trace)
     return {"world": job.world, "system": job.system, "workers": job.workers, "seed": job.seed,
             "budget": job.calls, "calls": trace.calls, **row}
@@ -194,6 +196,8 @@ def arguments() -> argparse.Namespace:
                         "(AppendRules, evolve's default strategy), the solver following each category's last line")
     parser.add_argument("--bundle", type=float, default=0.0, help="the share of proposals that carry a junk tip "
                         "besides (WorldConfig.p_bundle)")
+    parser.add_argument("--slow-proposer", type=float, default=1.0, help="how many times longer a proposal "
+                        "takes than a solver call, in the median (a reflection model larger than the solver)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every world's call budget")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (processes)")
     parser.add_argument("--out", type=Path, default=OUT / "learning_bench.json", help="the JSON to write")
@@ -214,7 +218,7 @@ def jobs_for(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
         notes.append("gepa systems skipped: gepa is not importable in this environment; run this script in "
                      ".venv-gepa (make bench-learning builds it from benchmarks/requirements-gepa.txt)")
     jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family, args.free_text,
-                args.bundle)
+                args.bundle, args.slow_proposer)
             for w in args.worlds for s in systems for n in args.workers for seed in range(args.seeds)]
     jobs.sort(key=lambda j: -j.calls / math.sqrt(j.workers))
     return jobs, notes
@@ -249,6 +253,7 @@ def main() -> None:
                          for name in args.worlds}, "family": args.family,
               "systems": sorted({j.system for j in jobs}, key=SYSTEMS.index), "workers": args.workers,
               "seeds": list(range(args.seeds)), "scale": args.scale, "median_latency_s": MEDIAN, "sigma": SIGMA,
+              "slow_proposer": args.slow_proposer,
               "target_share_of_optimum": TARGET_SHARE, "gepa_version": gepa_version, "notes": notes,
               "seconds": round(time.perf_counter() - started, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -39,8 +39,9 @@ from agentgrad.runtime.parking import Parking
 from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.runtime.records import Proposed, Recorder, Rollout, Snapshot
 from agentgrad.runtime.runstate import RunState
-from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
+from agentgrad.runtime.scheduler import DurationEstimator
 from agentgrad.runtime.scorecache import ScoreCache, Scored
+from agentgrad.runtime.screening import passes_screen
 from agentgrad.runtime.sections import SectionOwners
 from agentgrad.runtime.shown import shows_origin
 from agentgrad.runtime.trim import passengers
@@ -100,6 +101,7 @@ class Engine:
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
         self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
+        self.screened: set[tuple[str, str]] = set()  # (candidate text hash, task) screened so far (`runtime.screening`)
         self.input_starts: Counter[str] = Counter()  # how many tasks start alike (`shows_origin`), built once
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
@@ -276,16 +278,9 @@ class Engine:
         diff, base = proposed.diff, proposed.snapshot
         cand_text = apply(diff, base.text)
         origin = proposed.origin
-        if self.config.gate.screen and origin is not None and not full:
-            more = self.config.gate.screen_tasks - 1
-            others = seeded_order([t for t in self.train if t != origin.task_id], seed=self.config.seed,
-                                  salt=diff.id)[:more] if more else []
-            passed, scores = await self.gate.screen((base.text, cand_text), await self._before(base, origin),
-                                                    origin.task_id, others)
-            self.watch.screened(*scores[origin.task_id])
-            if not passed:
-                self._screened_out(diff, base.version, scores)
-                return None
+        if self.config.gate.screen and origin is not None and not full and \
+                not await passes_screen(self, diff, base, cand_text, origin):
+            return None
         if origin is not None and not full and len(diff.ops) > 1 and self.config.gate.trim:
             diff = await self._trim(diff, base, origin)
             cand_text = apply(diff, base.text)
@@ -297,7 +292,7 @@ class Engine:
         origin_id = None if origin is None else origin.task_id
         return Candidate(diff, evidence, origin=origin_id, shows_origin=self.shows_origin(diff, origin_id))
 
-    async def _before(self, base: Snapshot, origin: Rollout) -> float:
+    async def before(self, base: Snapshot, origin: Rollout) -> float:
         """The base's score on the origin task: the rollout's, or the head's for a proposal rebased onto it (a commit
         since may have solved the task: a screen against the old score would credit the change with it)."""
         return origin.reward if origin.snapshot == base else await self.gate.score(base.text, origin.task_id)
@@ -306,7 +301,7 @@ class Engine:
         """`diff` without the ops its origin task does not need (`runtime.trim`), on `base` (the snapshot it was
         written on, or the head it was rebased onto: then the base is scored on the origin first); the trimmed diff
         keeps the id, and a proposal event with ``trimmed`` (the ops taken out) records it."""
-        trimmed, dropped = await passengers(diff, base.text, origin.task_id, await self._before(base, origin),
+        trimmed, dropped = await passengers(diff, base.text, origin.task_id, await self.before(base, origin),
                                             self.gate.pair)
         if dropped:
             gone = "; ".join(repr(diff.ops[i].new or diff.ops[i].old) for i in dropped)
@@ -323,17 +318,6 @@ class Engine:
     def shows_origin(self, diff: Diff, origin: str | None) -> bool:
         """`runtime.shown.shows_origin` over the run's tasks."""
         return shows_origin(diff, origin, self.tasks, self.input_starts)
-
-    def _screened_out(self, diff: Diff, version: int, scores: Mapping[str, tuple[float, float]]) -> None:
-        evidence = Evidence.paired({t: b for t, (b, _) in scores.items()}, {t: c for t, (_, c) in scores.items()},
-                                   base_version=version)
-        self.journal.counts["screened_out"] += 1
-        self.parking.offer([diff])  # a possible context for replications (`runtime.parking`)
-        where = "the task it was proposed for" if len(scores) == 1 else \
-            f"the minibatch of {len(scores)} training tasks it was screened on"
-        self.record_verdict(diff, evidence, Outcome.REJECTED, "gate", f"screened out: it does not beat the base on "
-                            f"{where}", {"n": float(len(scores)), "base": sum(b for b, _ in scores.values()),
-                                         "candidate": sum(c for _, c in scores.values())})
 
     def look_delta(self, version: int, look: int) -> float:
         """The δ that look number `look` at a candidate on head `version` is tested at."""

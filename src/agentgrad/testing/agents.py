@@ -34,12 +34,15 @@ class WorldAgent:
         sigma: log-scale spread of the latency.
         sleep: how to wait (anyio.sleep by default).
         fail_every: if > 0, every n-th run call raises (to exercise per-example failures).
+        slow_proposer: how many times longer a `propose` call takes than a `run` call, in the median (a reflection
+            model is often larger than the solver).
     """
 
     def __init__(self, world: ReferenceWorld, *, median: float = 0.0, sigma: float = 1.5,
-                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep, fail_every: int = 0) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep, fail_every: int = 0,
+                 slow_proposer: float = 1.0) -> None:
         self.world, self.median, self.sigma, self.sleep = world, median, sigma, sleep
-        self.fail_every = fail_every
+        self.fail_every, self.slow_proposer = fail_every, slow_proposer
         self.calls: Counter[tuple[str, str]] = Counter()
         self.draws: Counter[tuple[str, str]] = Counter()
         self.runs = 0
@@ -86,7 +89,7 @@ class WorldAgent:
         self.propose_in_flight += 1
         self.max_propose_in_flight = max(self.max_propose_in_flight, self.propose_in_flight)
         try:
-            await self.sleep(self.latency(task.id, "propose:" + rendered))
+            await self.sleep(self.slow_proposer * self.latency(task.id, "propose:" + rendered))
         finally:
             self.propose_in_flight -= 1
         return self.world.propose(rendered, task.id, draw).text
