@@ -16,7 +16,7 @@ from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.optim.acceptance import accept_if
 from agentgrad.optim.base import Batch, Candidate, Context, Head
-from agentgrad.optim.judge import binom_tail, judge, prefer_calibrated, wins_needed
+from agentgrad.optim.judge import RowTally, binom_tail, judge, null_loss_rate, prefer_calibrated, wins_needed
 from agentgrad.optim.noise import NoiseEstimate
 
 ARTIFACT = "skills/s"
@@ -107,6 +107,32 @@ def test_a_gain_bought_with_losses_beyond_the_noise_is_refused_as_harmful() -> N
     evidence = Evidence(rows, focus=tuple(f"w{i}" for i in range(6)), calibrated=True)
     verdict = judge(evidence, delta=FIRST_LOOK, margin=0.02, noise=QUIET)
     assert verdict.p_value < FIRST_LOOK and verdict.harmful and not verdict.passes
+
+
+def _trade(solved: int, failed: int) -> Evidence:
+    """4 wins on 4 focus tasks the base failed, and a sample of `solved` + `failed` other tasks on which the
+    candidate loses two of the `solved` (ties elsewhere)."""
+    rows = (*(Row(f"w{i}", 0.0, 1.0) for i in range(4)), Row("l0", 1.0, 0.0), Row("l1", 1.0, 0.0),
+            *(Row(f"s{i}", 1.0, 1.0) for i in range(solved - 2)), *(Row(f"f{i}", 0.0, 0.0) for i in range(failed)))
+    return Evidence(rows, focus=tuple(f"w{i}" for i in range(4)), calibrated=True)
+
+
+def test_two_losses_of_a_head_that_solves_only_what_luck_gives_are_not_harm() -> None:
+    """With the noise not yet measured (its prior alone: q = 0.16), a head that solves 2 of 8 sampled tasks may owe
+    both to the noise of its own text, which any edit draws again: losing both is what a change with no effect does.
+    The same two losses where the head solved every sampled task are harm."""
+    weak = judge(_trade(2, 6), delta=FIRST_LOOK, margin=0.02, noise=NoiseEstimate())
+    assert not weak.harmful and weak.passes
+    strong = judge(_trade(2, 0), delta=FIRST_LOOK, margin=0.02, noise=NoiseEstimate())
+    assert strong.harmful and not strong.passes
+    assert null_loss_rate(NoiseEstimate(), RowTally(0, 2, 6, 2, 8)) > 0.5 > NoiseEstimate().loss_upper()
+
+
+def test_a_well_measured_quiet_noise_leaves_the_harm_check_as_it_was() -> None:
+    """With q measured near 1%, few solved tasks can be luck: the null loss rate is near the loss bound."""
+    assert null_loss_rate(QUIET, RowTally(0, 2, 2, 14, 16)) < QUIET.loss_upper() + 0.005
+    assert null_loss_rate(QUIET, RowTally(0, 2, 6, 2, 8)) < 0.1
+    assert judge(_trade(2, 6), delta=FIRST_LOOK, margin=0.02, noise=QUIET).harmful
 
 
 def test_the_calibrated_test_keeps_its_false_accept_bound_under_the_null() -> None:

@@ -21,7 +21,8 @@ and the sign test decides.
 
 No harm, on all rows: the losses on the tasks the base solved must not be significantly more than noise makes
 (P(Bin(S, r) >= L) >= `HARM` with r an upper credible bound of the noise loss rate, so a lone loss is not taken
-for harm before the noise is measured), and the wins must outnumber the losses. An exact tie or a
+for harm before the noise is measured; and where the base solves so few tasks that they may be its luck, more:
+`null_loss_rate`), and the wins must outnumber the losses. An exact tie or a
 change with no effect never passes: it has no win.
 
 Replication, for a change whose gain cannot show on the tasks there are (an origin task with no like task in the
@@ -104,6 +105,12 @@ class RowTally:
             win_room, loss_room, n = win_room + 1.0 - row.base, loss_room + row.base, n + 1
         return cls(wins, losses, win_room, loss_room, n)
 
+    def minus(self, other: RowTally) -> RowTally:
+        """These counts without those of `other`, rows of these (the rest of the rows)."""
+        return RowTally(max(self.wins - other.wins, 0.0), max(self.losses - other.losses, 0.0),
+                        max(self.win_room - other.win_room, 0.0), max(self.loss_room - other.loss_room, 0.0),
+                        max(self.n - other.n, 0))
+
     def plus(self, *, wins: int = 0, losses: int = 0) -> RowTally:
         """With `wins` rows going 0 -> 1 and `losses` rows going 1 -> 0 added."""
         return RowTally(self.wins + wins, self.losses + losses, self.win_room + wins, self.loss_room + losses,
@@ -172,9 +179,25 @@ def judge_tallies(gain: RowTally, total: RowTally, *, focused: bool, delta: floa
         test, p_value = "sign", 1.0 - prob_improvement(gain.wins, gain.losses, margin=margin, prior=prior)
     harm_p = 1.0
     if noise is not None and total.losses > 0:
-        harm_p = binom_tail(total.losses, total.loss_room, noise.loss_upper())
+        harm_p = binom_tail(total.losses, total.loss_room, null_loss_rate(noise, total.minus(gain) if focused
+                                                                           else total))
     passes = p_value < delta and harm_p >= HARM and total.wins - total.losses > TIE * max(1.0, total.wins)
     return Judgement(passes, test, p_value, delta, margin, gain, total, focused, q, harm_p)
+
+
+def null_loss_rate(noise: NoiseEstimate, sample: RowTally) -> float:
+    """The rate at which a change with no effect loses tasks the base solved, as the harm check's null: the noise's
+    loss bound r on tasks the base solves for good, and 1 − q on those it solved only by luck (a task it fails but
+    for the noise of its own text, q the win bound: any edit draws that noise again). Of the S rows of `sample` the
+    base solved, about q F / (1 − q) are such when it failed F (`sample`: rows not chosen for being like the origin,
+    so F / S is the base's own ratio); their share m at most 1. The rate is m (1 − q) + (1 − m) r, and r at least.
+    A weak head solves few tasks, most of them by luck: two of them lost read as noise, not as harm."""
+    r = noise.loss_upper()
+    if sample.loss_room <= 0:
+        return r
+    q = noise.win_upper()
+    lucky = min(1.0, q * sample.win_room / ((1.0 - q) * sample.loss_room))
+    return max(r, lucky * (1.0 - q) + (1.0 - lucky) * r)
 
 
 def replica_bound(noise: NoiseEstimate | None, evidence: Evidence | None = None) -> float:
@@ -261,7 +284,7 @@ def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: No
     p_value = replica_p(got.first, got.extra, q=q, alpha=delta)
     harm_p = 1.0
     if noise is not None and total.losses > 0:
-        harm_p = binom_tail(total.losses, total.loss_room, noise.loss_upper())
+        harm_p = binom_tail(total.losses, total.loss_room, null_loss_rate(noise, total.minus(gain)))
     passes = p_value < delta and harm_p >= HARM  # the gain is on one task: elsewhere only harm is looked for
     return Judgement(passes, "replicated", p_value, delta, margin, gain, total, True, q, harm_p, got.pooled)
 
