@@ -202,6 +202,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs at once (processes)")
     parser.add_argument("--out", type=Path, default=OUT / "learning_bench.json", help="the JSON to write")
     args = parser.parse_args()
+    if not args.slow_proposer > 0:
+        parser.error(f"--slow-proposer must be > 0, got {args.slow_proposer}")
     named = [] if args.only_drawn else (args.worlds or list(QUICK_WORLDS if args.quick else WORLDS))
     args.worlds = named + [drawn.name(i) for i in range(args.drawn)]
     args.systems = args.systems or list(DEFAULT_SYSTEMS)

@@ -53,3 +53,11 @@ def test_screens_wait_for_the_step_and_are_counted_once() -> None:
     noise = watch.flush(NoiseEstimate())
     assert (noise.screen_room, noise.screen_wins) == (2.0, 1.0)
     assert watch.flush(noise) is noise and watch.sizes()["pending"] == 0
+
+
+def test_a_screen_of_the_same_texts_on_the_same_task_is_kept_once() -> None:
+    watch = _watch({})
+    assert watch.screened(0.0, 0.0, key=("cand", "t1"))
+    assert not watch.screened(0.0, 0.0, key=("cand", "t1"))
+    assert watch.screened(0.0, 0.0, key=("cand", "t2")) and watch.screened(0.0, 0.0, key=("other", "t1"))
+    assert watch.screens == [(0.0, 0.0)] * 3

@@ -101,7 +101,6 @@ class Engine:
         head = store.head(artifact.id)
         self.head = Snapshot(head.number, head.text)
         self.parking = Parking()  # candidates waiting for a fresh context to replicate in (`runtime.parking`)
-        self.screened: set[tuple[str, str]] = set()  # (candidate text hash, task) screened so far (`runtime.screening`)
         self.input_starts: Counter[str] = Counter()  # how many tasks start alike (`shows_origin`), built once
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,

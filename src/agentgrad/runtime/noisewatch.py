@@ -28,7 +28,7 @@ class NoiseWatch:
         far: `far(origin, [task])` -> the tasks of the list far from `origin` (the gate's rule).
         lookup: `lookup(text, task)` -> the cached score, or None.
     State: per committed version its parent's text hash and the commit's origin tasks; the pending pairs and
-    screens; the (version, task) pairs already counted.
+    screens; the (version, task) pairs and the screened (candidate text, task) pairs already counted.
     """
 
     def __init__(self, far: Callable[[str | None, list[str]], list[str]],
@@ -38,6 +38,7 @@ class NoiseWatch:
         self.pending: list[Row] = []
         self.screens: list[tuple[float, float]] = []  # (base, candidate) on a screened proposal's origin task
         self.seen: set[tuple[int, str]] = set()
+        self.screened_keys: set[tuple[str, str]] = set()  # (candidate text hash, task) of the screens kept
 
     def committed(self, version: int, text: str, parent: str, origins: Collection[str]) -> None:
         """Note a commit: `text` (version `version`) made from `parent` by a change proposed from `origins`
@@ -76,9 +77,17 @@ class NoiseWatch:
         self.seen.add((version, task_id))
         self.pending.append(Row(f"v{version}:{task_id}", before, score))
 
-    def screened(self, base: float, candidate: float) -> None:
-        """A screen scored a proposal on its origin task: keep the pair for the next step."""
+    def screened(self, base: float, candidate: float, key: tuple[str, str] | None = None) -> bool:
+        """A screen scored a proposal on its origin task: keep the pair for the next step, once per `key` (the
+        candidate text's hash and the task: a screen of the same texts again is no new observation). True if kept."""
+        if key is not None:
+            if key in self.screened_keys:
+                return False
+            if len(self.screened_keys) >= MAX_SEEN:
+                self.screened_keys.clear()
+            self.screened_keys.add(key)
         self.screens.append((base, candidate))
+        return True
 
     def flush(self, noise: NoiseEstimate) -> NoiseEstimate:
         """`noise` with the pending pairs and screens counted; both lists are emptied."""

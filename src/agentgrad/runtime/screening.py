@@ -28,17 +28,13 @@ if TYPE_CHECKING:
 async def passes_screen(engine: Engine, diff: Diff, base: Snapshot, cand_text: str, origin: Rollout) -> bool:
     """True if the proposal `diff` (the text `cand_text` on `base`) beats the base on its origin task (and the
     screen's other training tasks); else records the rejection and returns False. The origin task's pair is noted
-    as noise evidence the first time these texts are screened on it (`Engine.screened`)."""
+    as noise evidence the first time these texts are screened on it (`NoiseWatch.screened`)."""
     more = engine.config.gate.screen_tasks - 1
     others = seeded_order([t for t in engine.train if t != origin.task_id], seed=engine.config.seed,
                           salt=diff.id)[:more] if more else []
     passed, scores = await engine.gate.screen((base.text, cand_text), await engine.before(base, origin),
                                               origin.task_id, others)
-    key = (content_hash(cand_text), origin.task_id)
-    if key not in engine.screened:
-        engine.screened.add(key)
-        engine.watch.screened(*scores[origin.task_id])
-    else:
+    if not engine.watch.screened(*scores[origin.task_id], key=(content_hash(cand_text), origin.task_id)):
         engine.journal.counts["screen_repeats"] += 1
     if not passed:
         screened_out(engine, diff, base.version, scores)
