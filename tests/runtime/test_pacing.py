@@ -6,16 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import pytest
 
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import Evidence
 from agentgrad.core.ops import Op
+from agentgrad.data.splits import Splits
 from agentgrad.optim.base import Candidate
+from agentgrad.runtime.budget import Budget
+from agentgrad.runtime.config import RunConfig
 from agentgrad.runtime.engine import Engine
+from agentgrad.runtime.evolve import evolve
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.pacing import STUCK_WAITS
 from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.runtime.step import aggregate
 from agentgrad.testing.agents import WorldAgent
+from agentgrad.testing.world import rule_lines
 from tests.runtime import helpers
 
 
@@ -124,7 +131,7 @@ def test_a_proposal_left_unevaluated_for_want_of_budget_does_not_hold_the_rollou
 def test_no_free_task_is_none_and_a_pick_then_falls_back_to_the_shuffles_task(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
         assert engine.pacing.free_task(0) == engine.pacing.pick_task(0)
-        for task in engine.train:
+        for task in engine.pacing.tasks():
             engine.pacing.await_proposal(task)
         assert engine.pacing.free_task(0) is None
         assert engine.pacing.pick_task(0) in engine.train  # a forced pick still gets a task
@@ -153,15 +160,81 @@ def test_a_candidate_held_for_more_evidence_keeps_its_origin_and_its_like_tasks_
 def test_a_final_verdict_frees_exploring_again_and_only_a_real_stop_is_logged(tmp_path: Path) -> None:
     async def body(engine: Engine, bot: WorldAgent) -> None:
         _open(engine, engine.train[0], "p1")
-        engine.journal.counts["idle_rollouts"] = 2 * len(engine.train)  # rollouts made while p1 was judged
+        idle = 2 * len(engine.train) + len(engine.pacing.reserve)  # two epochs, and the validation tasks once
+        engine.journal.counts["idle_rollouts"] = idle  # rollouts made while p1 was judged
         assert engine.idle()
         engine.drop_open("p1")  # its verdict: its origin task is free again, and so is exploring
         assert not engine.idle() and engine.journal.counts["idle_rollouts"] == 0
         assert not engine.journal.counts["idle_stops"]  # idle for a while is not a stop
-        engine.journal.counts["idle_rollouts"] = 2 * len(engine.train)
+        engine.journal.counts["idle_rollouts"] = idle
         engine.note_idle_stop()
         engine.note_idle_stop()
         counts = dict(engine.journal.counts)  # logged once, with the rollouts that made the run idle
-        assert counts["idle_stops"] == 1 and counts["idle_stop_rollouts"] == 2 * len(engine.train)
+        assert counts["idle_stops"] == 1 and counts["idle_stop_rollouts"] == idle
 
     helpers.on_engine(tmp_path, body)  # a budget of calls: rollouts are not limited apart
+
+
+def _solve(engine: Engine, tasks: list[str], score: float = 1.0) -> None:
+    for task in tasks:
+        engine.cache.put(engine.head.text, task, score)
+
+
+def test_with_every_training_task_solved_a_rollout_takes_a_validation_task_the_head_fails_first(
+        tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        assert engine.pool != engine.val and engine.pacing.reserve == engine.val  # a small split: widened pool
+        _solve(engine, engine.train)
+        failed = engine.val[-1]
+        _solve(engine, engine.val[1:-1])
+        _solve(engine, [failed], 0.0)  # the gate saw the head fail it; the first validation task is unscored
+        assert engine.pacing.pick_task(0) == failed
+        assert engine.pacing.pick_task(0, avoid=[failed]) == engine.val[0]
+        _solve(engine, engine.val)
+        assert engine.pacing.free_task(0) is None  # every task solved: nothing left, the reserve included
+        engine.pacing.rollout_started(failed)
+        assert engine.journal.counts["reserve_rollouts"] == 1
+        engine.pacing.rollout_ended(failed)
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
+def test_a_gate_on_the_validation_split_alone_keeps_rollouts_on_the_training_tasks(tmp_path: Path) -> None:
+    async def main() -> None:
+        config = RunConfig(gate=GateConfig(pool="val"))
+        engine = helpers.build_engine(tmp_path / "run", helpers.agent(), config=config, budget=helpers.CALLS)
+        try:
+            assert engine.pacing.reserve == [] and engine.pacing.tasks() == engine.train
+            _solve(engine, engine.train)
+            assert engine.pacing.free_task(0) is None and engine.pacing.pick_task(0) in engine.train
+        finally:
+            engine.store.close()
+
+    anyio.run(main)
+
+
+def _one_category_to_train_on(bot: WorldAgent) -> Splits:
+    """The small world's splits with training tasks of its first category only (the others' go to the test)."""
+    splits, first = bot.splits(), helpers.WORLD.categories[0]
+    train = tuple(t for t in splits.train if helpers.WORLD.tasks[t.id].category == first)
+    rest = tuple(t for t in splits.train if t not in train)
+    return Splits(train, splits.val, (*splits.test, *rest), "training tasks of one category")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_once_one_rule_solves_every_training_task_the_run_learns_from_the_validation_tasks_it_fails(
+        tmp_path: Path, asynchronous: bool) -> None:
+    learned = {}
+    for pool in ("auto", "val"):
+        bot = helpers.agent()
+        result = evolve(_one_category_to_train_on(bot), bot.reward, agent=bot, strategy=helpers.WORLD.strategy,
+                        artifact=helpers.WORLD.artifact, budget=Budget(calls=400), workers=2,
+                        store=tmp_path / pool, seed=1, asynchronous=asynchronous,
+                        config=RunConfig(gate=GateConfig(pool=pool)))
+        assert result.ok, result.error
+        assert helpers.WORLD.audit(result.artifact.text)["wrong"] == 0
+        learned[pool] = {key for key, _ in rule_lines(result.artifact.text)}
+        assert (result.counts.get("reserve_rollouts", 0) > 0) == (pool == "auto")
+    first = helpers.WORLD.categories[0]
+    assert learned["val"] == {first}  # the validation split alone is the gate's: its failures stay unlearned
+    assert first in learned["auto"] and len(learned["auto"]) >= 3

@@ -19,6 +19,7 @@ from agentgrad.errors import ConfigError, StateDictError
 from agentgrad.runtime.budget import Budget
 from agentgrad.runtime.config import RunConfig, Workers
 from agentgrad.runtime.evolve import evolve
+from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.scheduler import DurationEstimator, seeded_order
 from agentgrad.runtime.sync_loop import run_round, start_order
 from agentgrad.testing.agents import WorldAgent
@@ -266,7 +267,7 @@ def _sync_with_scarce_slots(store: Path) -> list[tuple[str, dict[str, Any]]]:
                     propose=bot.propose, strategy=WORLD.strategy, artifact=WORLD.artifact, store=store, seed=1,
                     clock=clock.now, asynchronous=False, workers=Workers(rollout=4, propose=2, gate=2, slots=2),
                     budget=Budget(rollouts=40, proposals=16, gate_evals=240),
-                    config=RunConfig(reuse_outputs=False))
+                    config=RunConfig(reuse_outputs=False, gate=GateConfig(pool="val")))  # rollouts: training tasks
     assert result.ok, result.error
     return events(store)
 

@@ -105,7 +105,8 @@ class Engine:
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
-                             policy=lambda: self.policy)
+                             policy=lambda: self.policy,
+                             reserve=self.val if self.pool != self.val else ())
 
     def _make_gate(self, budget: Budget) -> Gate:
         """The acceptance gate on this run's pool, scoring through the cache, with the noise estimate and the
@@ -140,9 +141,10 @@ class Engine:
 
     # -- rollouts and proposals ------------------------------------------------------------------------------
     def idle(self) -> bool:
-        """True when the rollout budget is unlimited and two epochs of rollouts since the last proposal or final
-        verdict brought nothing: the loops then stop exploring (`note_idle_stop`) instead of spinning."""
-        threshold = max(2 * len(self.train), 2 * self.config.workers.rollout)
+        """True when the rollout budget is unlimited and two epochs of rollouts over the training tasks, and one
+        over the validation tasks rollouts may take (`Pacing.reserve`), since the last proposal or final verdict
+        brought nothing: the loops then stop exploring (`note_idle_stop`) instead of spinning."""
+        threshold = max(2 * len(self.train) + len(self.pacing.reserve), 2 * self.config.workers.rollout)
         return self.accounts.meter.budget.rollouts is None and self.journal.counts["idle_rollouts"] >= threshold
 
     def note_idle_stop(self) -> None:

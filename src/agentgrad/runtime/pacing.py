@@ -1,11 +1,12 @@
 """Pacing the rollouts under one budget of calls: explore only while the judging of what is in the pipeline is
 covered (`runtime.split`) and the gate is not behind.
 
-`Pacing` is the engine's collaborator (`engine.pacing`) that picks a rollout's task (`pick_task`), decides whether
-a rollout may start now (`explore_allowed`), lets an asynchronous rollout worker wait for a verdict to free calls
-(`explore_turn`), and serves a rollout from the gate's own run of the same head on the same task when it has one
-(`reused_rollout`: the same call, so none is made and no budget is drawn on; each kept output serves one rollout,
-and counts as `reused_rollouts`)."""
+`Pacing` is the engine's collaborator (`engine.pacing`) that picks a rollout's task (`pick_task`: a training task,
+or a validation task once no training task is left to learn from, when the gate's pool takes both), decides
+whether a rollout may start now (`explore_allowed`), lets an asynchronous rollout worker wait for a verdict to free
+calls (`explore_turn`), and serves a rollout from the gate's own run of the same head on the same task when it has
+one (`reused_rollout`: the same call, so none is made and no budget is drawn on; each kept output serves one
+rollout, and counts as `reused_rollouts`)."""
 
 from __future__ import annotations
 
@@ -39,15 +40,23 @@ class Pacing:
     its proposal; the epoch order of the training tasks; and an event set when a diff gets its final verdict
     (`settled`). It reads the engine's other collaborators, passed in: the diffs without a final verdict (`open`),
     the candidates waiting to replicate (`parking`), the gate, the score cache and the budgets; and the head and the
-    loop's policy through `head()` and `policy()`, as they change during a run."""
+    loop's policy through `head()` and `policy()`, as they change during a run.
+
+    `reserve` are tasks a rollout may take when every training task is solved, busy or avoided: the validation
+    tasks of a gate pool that takes training tasks too (validation and training tasks are then one pool of
+    evidence, each proposal's origin left out of its own, so a validation task the head fails is as good an origin
+    as a training one; without them a run whose few training tasks are all solved stops with its budget unspent,
+    and the validation failures unlearned). Such rollouts are counted as `reserve_rollouts`."""
 
     def __init__(self, *, config: RunConfig, journal: Recorder, accounts: Accounts, estimator: DurationEstimator,
                  gate: Gate, cache: ScoreCache, open_diffs: OpenDiffs, parking: Parking, train: Sequence[str],
                  sections: SectionOwners | None, head: Callable[[], Snapshot],
-                 policy: Callable[[], LoopPolicy]) -> None:
+                 policy: Callable[[], LoopPolicy], reserve: Sequence[str] = ()) -> None:
         self.config, self.journal, self.accounts, self.estimator = config, journal, accounts, estimator
         self.gate, self.cache, self.open, self.parking = gate, cache, open_diffs, parking
         self.train, self.sections, self.head, self.policy = list(train), sections, head, policy
+        self.reserve = [t for t in dict.fromkeys(reserve) if t not in set(self.train)] if sections is None else []
+        self._reserved = frozenset(self.reserve)
         self.exploring = 0
         self.rolling: Counter[str] = Counter()
         self.origins: dict[str, str] = {}  # open diff id -> the task it was proposed from
@@ -59,6 +68,7 @@ class Pacing:
     def rollout_started(self, task_id: str) -> None:
         self.exploring += 1
         self.rolling[task_id] += 1
+        self.journal.counts["reserve_rollouts"] += task_id in self._reserved
 
     def rollout_ended(self, task_id: str) -> None:
         self.exploring -= 1
@@ -108,6 +118,10 @@ class Pacing:
             self._epochs = {e: self._epochs[e] for e in kept} | {epoch: order}
         return order
 
+    def tasks(self) -> list[str]:
+        """Every task a rollout may take: the training tasks, then the `reserve`."""
+        return [*self.train, *self.reserve]
+
     def _task_at(self, index: int) -> str:
         epoch, position = divmod(index, len(self.train))
         return self._order(epoch)[position]
@@ -115,13 +129,15 @@ class Pacing:
     def pick_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
         head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
-        (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; the task at `index` itself
-        when every one is passed over. In section-parallel mode, only tasks of the sections `worker` owns."""
+        (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; when every one is passed
+        over, a `reserve` task that is not, else the task at `index` itself. In section-parallel mode, only tasks of
+        the sections `worker` owns."""
         found, fallback = self.scan(index, avoid, worker)
         return fallback if found is None else found
 
     def free_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str | None:
-        """`pick_task`'s task, or None when every task is passed over (solved, busy or in `avoid`)."""
+        """`pick_task`'s task, or None when every task, the `reserve` too, is passed over (solved, busy or in
+        `avoid`)."""
         return self.scan(index, avoid, worker)[0]
 
     def scan(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> tuple[str | None, str]:
@@ -138,7 +154,21 @@ class Pacing:
         for task in itertools.chain(order[position:], after):
             if task not in avoid and task not in busy and not solved(task):
                 return task, order[position]
-        return None, order[position]
+        return self._from_reserve(index, avoid, busy, solved), order[position]
+
+    def _from_reserve(self, index: int, avoid: Collection[str], busy: Collection[str],
+                      solved: Callable[[str], bool]) -> str | None:
+        """A `reserve` task free for rollout number `index` (a seeded shuffle per pass, scanned from `index`), one
+        the head is known to fail (a cached score below 1: the gate scores the head on validation tasks) before one
+        not scored yet; or None."""
+        if not self.reserve:
+            return None
+        epoch, position = divmod(index, len(self.reserve))
+        order = seeded_order(self.reserve, seed=self.config.seed, salt=f"reserve{epoch}")
+        free = [t for t in itertools.chain(order[position:], order[:position])
+                if t not in avoid and t not in busy and not solved(t)]
+        head, scores = content_hash(self.head().text), self.cache.scores
+        return next((t for t in free if (head, t) in scores), free[0] if free else None)
 
     def reused_rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout | None:
         """The rollout of `snapshot` on `task_id` from the output the gate already has of it, or None."""
@@ -172,7 +202,7 @@ class Pacing:
         if self._gate_behind(queued, extra):
             return False  # a proposal made now would wait, and be judged on a stale head
         in_flight = queued + self.exploring + extra + len(self.awaiting)
-        if in_flight and self._all_taken(self.train):
+        if in_flight and self._all_taken(self.tasks()):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
         kept = replication_reserve(self.parking.replica_counts(),
                                    out=self.parking.out_for_replication(self.open)) if parked else 0.0

@@ -42,8 +42,9 @@ class GatePower:
         if not self.widened:
             return ""
         return (f"; gate evidence from the validation and training tasks together ({self.n_val} + {self.n_train}, "
-                "the origin task of each proposal left out), as the validation split alone is small; promotion "
-                "to stable is confirmed on the validation split")
+                "the origin task of each proposal left out), as the validation split alone is small; rollouts "
+                "take validation tasks once no training task is left to learn from; promotion to stable is "
+                "confirmed on the validation split")
 
 
 def least_wins(most: int, *, delta: float, margin: float, prior: tuple[float, float]) -> int:
