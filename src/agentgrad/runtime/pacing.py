@@ -32,7 +32,6 @@ from agentgrad.store.kinds import EventKind
 
 BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gate workers' work is waiting
 STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening meanwhile starts anyway
-PAST_HEADS = 4  # earlier heads whose scores tell a rollout which tasks were solved before (`Pacing._best`)
 
 
 class Pacing:
@@ -64,7 +63,6 @@ class Pacing:
         self._near: frozenset[str] | None = None  # the tasks like those origins (`Gate.neighbours`), while unchanged
         self.awaiting: Counter[str] = Counter()  # tasks whose failed rollout waits for its proposal (async)
         self._epochs: dict[int, list[str]] = {}
-        self._heads: list[str] = []  # the hashes of the latest head texts seen, the current one last (`_best`)
         self._settled: anyio.Event | None = None
 
     def rollout_started(self, task_id: str) -> None:
@@ -131,8 +129,7 @@ class Pacing:
     def pick_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
         head is already known to solve (its score there is cached: a rollout would only repeat it), the busy ones
-        (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`, and taking one the head
-        is known to fail, then one no earlier head solved, before the rest (`_best`); when every one is passed
+        (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; when every one is passed
         over, a `reserve` task that is not, else the task at `index` itself. In section-parallel mode, only tasks of
         the sections `worker` owns."""
         found, fallback = self.scan(index, avoid, worker)
@@ -154,38 +151,24 @@ class Pacing:
             order = [t for t in order if t in mine]
             position %= len(order)
             after = order[:position]
-        found = self._best([t for t in itertools.chain(order[position:], after)
-                            if t not in avoid and t not in busy and not solved(t)])
-        return (found or self._from_reserve(index, avoid, busy, solved)), order[position]
+        for task in itertools.chain(order[position:], after):
+            if task not in avoid and task not in busy and not solved(task):
+                return task, order[position]
+        return self._from_reserve(index, avoid, busy, solved), order[position]
 
     def _from_reserve(self, index: int, avoid: Collection[str], busy: Collection[str],
                       solved: Callable[[str], bool]) -> str | None:
-        """A `reserve` task free for rollout number `index` (a seeded shuffle per pass, scanned from `index`, the
-        best first by `_best`), or None."""
+        """A `reserve` task free for rollout number `index` (a seeded shuffle per pass, scanned from `index`), one
+        the head is known to fail (a cached score below 1: the gate scores the head on validation tasks) before one
+        not scored yet; or None."""
         if not self.reserve:
             return None
         epoch, position = divmod(index, len(self.reserve))
         order = seeded_order(self.reserve, seed=self.config.seed, salt=f"reserve{epoch}")
-        return self._best([t for t in itertools.chain(order[position:], order[:position])
-                           if t not in avoid and t not in busy and not solved(t)])
-
-    def _best(self, free: Sequence[str]) -> str | None:
-        """The first of `free` (in their order) no earlier head was seen to solve (the latest earlier head with a
-        score there, of the last `PAST_HEADS`), else the first; None if `free` is empty. After a commit most tasks
-        the head before solved are solved still, and a rollout there only repeats it. (Taking the tasks the head is
-        known to fail first was tried: rollouts then came back to the same few, noise's failures and those whose
-        proposals the screen turns down, and a world with 10% noise and a poor proposer learned less.)"""
-        if not free:
-            return None
-        current = content_hash(self.head().text)
-        if not self._heads or self._heads[-1] != current:
-            self._heads = [*[h for h in self._heads if h != current][-PAST_HEADS:], current]
-        scores, earlier = self.cache.scores, self._heads[-2::-1]
-
-        def solved_before(task: str) -> bool:
-            seen = next((scores[(h, task)] for h in earlier if (h, task) in scores), None)
-            return seen is not None and seen >= 1.0
-        return next((t for t in free if not solved_before(t)), free[0])
+        free = [t for t in itertools.chain(order[position:], order[:position])
+                if t not in avoid and t not in busy and not solved(t)]
+        head, scores = content_hash(self.head().text), self.cache.scores
+        return next((t for t in free if (head, t) in scores), free[0] if free else None)
 
     def reused_rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout | None:
         """The rollout of `snapshot` on `task_id` from the output the gate already has of it, or None."""
