@@ -106,7 +106,7 @@ class Engine:
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
                              policy=lambda: self.policy,
-                             reserve=self.val if self.pool != self.val else ())
+                             reserve=self.val if self.pool != self.val else ())  # the pool takes training tasks too
 
     def _make_gate(self, budget: Budget) -> Gate:
         """The acceptance gate on this run's pool, scoring through the cache, with the noise estimate and the

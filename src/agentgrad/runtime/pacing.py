@@ -68,7 +68,7 @@ class Pacing:
     def rollout_started(self, task_id: str) -> None:
         self.exploring += 1
         self.rolling[task_id] += 1
-        self.journal.counts["reserve_rollouts"] += task_id in self._reserved
+        self.journal.counts["reserve_rollouts"] += int(task_id in self._reserved)
 
     def rollout_ended(self, task_id: str) -> None:
         self.exploring -= 1
