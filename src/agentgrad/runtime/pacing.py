@@ -55,7 +55,8 @@ class Pacing:
         self.config, self.journal, self.accounts, self.estimator = config, journal, accounts, estimator
         self.gate, self.cache, self.open, self.parking = gate, cache, open_diffs, parking
         self.train, self.sections, self.head, self.policy = list(train), sections, head, policy
-        self.reserve = [t for t in dict.fromkeys(reserve) if t not in set(self.train)] if sections is None else []
+        training = set(self.train)
+        self.reserve = [t for t in dict.fromkeys(reserve) if t not in training] if sections is None else []
         self._reserved = frozenset(self.reserve)
         self.exploring = 0
         self.rolling: Counter[str] = Counter()
