@@ -22,6 +22,7 @@ from agentgrad.optim.judge import (
     REPLICA_WINS,
     REPLICAS,
     binom_tail,
+    contexts_to_pass,
     judge,
     may_replicate,
     replica_bound,
@@ -273,3 +274,20 @@ def test_a_state_dict_from_before_the_origin_counts_still_loads() -> None:
     assert dict(state.replicated) == {} and state.since_accepted == 0 and dict(state.accepted) == {ARTIFACT: 2}
     with pytest.raises(StateDictError, match="since_accepted"):
         stage.load({"since_accepted": -1})
+
+
+def test_the_contexts_to_a_pass_count_the_full_wins_still_missing_in_either_stage() -> None:
+    win, miss = (0.0, 1.0), (0.0, 0.0)
+    assert contexts_to_pass(replicated([win] * 2), delta=LOOK_2, noise=QUIET) == 1  # 3 of 5 pass where it is quiet
+    assert contexts_to_pass(replicated([win] * 3), delta=LOOK_2, noise=QUIET) == 0
+    assert contexts_to_pass(replicated([miss] * 2), delta=LOOK_2, noise=QUIET) == 3
+    assert contexts_to_pass(replicated([miss] * 2), delta=LOOK_2, noise=MIDDLE) is None  # 4 of 5 needed: 3 at most
+    assert contexts_to_pass(replicated([win] * 4 + [miss]), delta=LOOK_2, noise=MIDDLE) == 1  # the second stage
+    cases = ([win] * 2, [win] * 3, [miss, win, win], [win, miss], [win] * 4 + [miss], [win] * 4 + [(1.0, 1.0)])
+    for pairs in cases:  # what it says is what the judge then finds
+        for noise in (QUIET, MIDDLE, LOUD):
+            need = contexts_to_pass(replicated(pairs), delta=LOOK_2, noise=noise)
+            assert need is not None
+            assert judge(replicated(pairs + [win] * need), delta=LOOK_2, margin=0.02, noise=noise).passes
+            assert need == 0 or not judge(replicated(pairs + [win] * (need - 1)), delta=LOOK_2, margin=0.02,
+                                          noise=noise).passes

@@ -209,3 +209,15 @@ def test_combined_contexts_wait_for_the_run_to_wind_down_and_are_bounded() -> No
     parking.winding_down = True
     assert parking.release(fresh, lambda: many, combine=combine) == []
     assert len(tried) == len(many) * TRIES and {c.version for c in tried} == {v.version for v in many}
+
+
+def test_a_pick_leaves_some_ready_candidates_waiting_without_a_sibling_and_not_stranded() -> None:
+    parking = Parking()
+    for name in "abc":
+        parking.park(candidate(name))
+    parking.winding_down = True
+    released = parking.release(lambda c, sibling: sibling is not None,
+                               pick=lambda ready: ([ready[1]], [ready[0], ready[2]]))
+    assert [c.diff.id for c in released] == ["b"] and sorted(parking.waiting) == ["a", "c"]
+    assert set(parking.siblings) == {"b"} and parking.stranded == frozenset()
+    assert parking.replica_counts() == [0, 0]  # still counted: their calls are kept

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentgrad import Budget, Workers, evolve
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence, Row
+from agentgrad.optim.base import Candidate
 from agentgrad.optim.judge import EXTRA_REPLICAS, REPLICAS
-from agentgrad.runtime.split import PRIOR_WEIGHT, SplitFigures, judging_reserve, may_explore, replication_reserve
+from agentgrad.runtime.split import (
+    PRIOR_WEIGHT,
+    SplitFigures,
+    judging_reserve,
+    may_explore,
+    replication_cost,
+    replication_reserve,
+    triage,
+)
+from agentgrad.testing import drawn
+from agentgrad.testing.agents import WorldAgent
+from agentgrad.testing.world import ReferenceWorld
 
 
 def figures(rollouts: int = 0, proposals: int = 0, judged: int = 0, gate_calls: float = 0.0,
@@ -136,3 +154,46 @@ def test_the_calls_parked_candidates_may_need_are_kept_even_with_nothing_else_in
     assert not may_explore(start, calls_left=10, waiting=0, exploring=0, parked=10.0)  # 9 < 10 + 10
     assert may_explore(start, calls_left=21, waiting=0, exploring=0, parked=10.0)  # 10 + one rollout's 10
     assert not may_explore(start, calls_left=30, waiting=1, exploring=0, parked=10.0)  # 10 + 2 x 10 > 29
+
+
+def held(name: str, contexts: int) -> Candidate:
+    marks = tuple(f"t1@{name}{k}" for k in range(contexts))
+    evidence = Evidence(tuple(Row(m, 0.0, 1.0) for m in marks), base_version=0, replicas=marks)
+    return Candidate(Diff("skills/s", 0, (), id=name), evidence, origin="t1", replicate=True)
+
+
+def test_a_held_candidate_costs_two_calls_a_context_it_may_still_need() -> None:
+    assert [replication_cost(n) for n in (0, 3, REPLICAS, REPLICAS + 1, REPLICAS + EXTRA_REPLICAS)] == \
+        [2 * REPLICAS, 2 * (REPLICAS - 3), 2 * EXTRA_REPLICAS, 2 * (EXTRA_REPLICAS - 1), 0]
+
+
+def test_with_calls_for_every_held_candidate_triage_releases_them_all_in_order() -> None:
+    ready = [held("a", 1), held("b", 3)]
+    assert triage(ready, afford=2 * REPLICAS + 2 * (REPLICAS - 1) + 2 * (REPLICAS - 3),
+                  need=lambda c: 1) == (ready, [])
+    assert triage(ready, afford=10_000.0, need=lambda c: None) == (ready, [])
+
+
+def test_short_of_calls_the_candidates_nearest_a_pass_go_first_as_many_as_the_calls_cover() -> None:
+    ready = [held("a", 1), held("b", 3), held("c", 2), held("d", 0)]
+    need = {"a": 4, "b": 1, "c": 2, "d": None}
+    now, later = triage(ready, afford=7.0, need=lambda c: need[c.diff.id])
+    assert [c.diff.id for c in now] == ["b", "c"]  # 2 + 4 calls; a's 8 more do not fit; in the order they came
+    assert [c.diff.id for c in later] == ["a", "d"]
+    now, later = triage(ready, afford=1.0, need=lambda c: need[c.diff.id])
+    assert [c.diff.id for c in now] == ["b"] and len(later) == 3  # at least one, however few the calls
+
+
+def test_a_short_run_with_more_held_candidates_than_calls_finishes_the_nearest(tmp_path: Path) -> None:
+    """88 calls, 16 workers, a world of rare categories (one or two tasks each): the first round's proposals hold
+    four right rules to replicate, and spread over all four the calls ended with none decided."""
+    config = drawn.drawn(1, 4242)
+    world = ReferenceWorld(replace(config, seed=config.seed))
+    agent = WorldAgent(world, median=0.0, sigma=0.0)
+    result = evolve(agent.splits(), agent.reward, agent=agent, strategy=world.strategy, artifact=world.artifact,
+                    budget=Budget(calls=88), workers=Workers(rollout=16, propose=16, gate=16, slots=16),
+                    store=tmp_path / "run", seed=0)
+    assert result.ok, result.error
+    assert result.usage.rollouts + result.usage.gate_evals <= 88
+    audit = world.audit(result.artifact.text)
+    assert audit["right"] >= 2 and audit["wrong"] == audit["junk"] == 0

@@ -227,9 +227,11 @@ class Replicas:
     pooled: bool
 
     @classmethod
-    def of(cls, evidence: Evidence) -> Replicas:
+    def of(cls, evidence: Evidence, *, more: int = 0) -> Replicas:
+        """The counts of `evidence`, with `more` full wins after its contexts when given (what-if)."""
         rows = {r.task_id: r for r in evidence.rows}
         won = [rows[t].base <= TIE and rows[t].candidate >= 1.0 - TIE for t in evidence.replicas if t in rows]
+        won += [True] * more
         pooled = len({replica_origin(t) for t in evidence.replicas}) > 1 or len(won) > REPLICAS + EXTRA_REPLICAS
         if pooled or len(won) <= REPLICAS:
             return cls(sum(won), None, len(won), pooled)
@@ -273,6 +275,20 @@ def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | No
         extra = (got.extra or 0) + REPLICAS + EXTRA_REPLICAS - got.n
         return replica_p(got.first, extra, q=q, alpha=alpha) < alpha
     return False
+
+
+def contexts_to_pass(evidence: Evidence, *, delta: float, noise: NoiseEstimate | None) -> int | None:
+    """The fewest further contexts, each a full win, after which the replication test on `evidence` passes at the
+    look's `delta` (None: none does): how near a pass a held candidate is."""
+    q, alpha = replica_bound(noise, evidence), delta * REPLICA_SHARE
+    have = Replicas.of(evidence)
+    for more in range(REPLICAS + EXTRA_REPLICAS - min(have.n, REPLICAS + EXTRA_REPLICAS) + 1):
+        got = Replicas.of(evidence, more=more)
+        if got.pooled and got.n > REPLICAS:
+            return None
+        if replica_p(got.first, got.extra, q=q, alpha=alpha) < alpha:
+            return more
+    return None
 
 
 def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None) -> Judgement:
@@ -348,6 +364,6 @@ def certain(gain: RowTally, total: RowTally, *, focused: bool, gain_left: int, o
 
 
 __all__ = ["EXTRA_REPLICAS", "HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS",
-           "Judgement", "Replicas", "RowTally", "binom_tail", "certain", "judge", "judge_replicas", "judge_tallies",
-           "may_replicate", "prefer_calibrated", "replica_bound", "replica_p", "split",
-           "stage_one_wins", "wins_needed"]
+           "Judgement", "Replicas", "RowTally", "binom_tail", "certain", "contexts_to_pass", "judge",
+           "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated", "replica_bound", "replica_p",
+           "split", "stage_one_wins", "wins_needed"]

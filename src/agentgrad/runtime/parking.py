@@ -114,7 +114,8 @@ class Parking:
     def release(self, fresh: Callable[[Candidate, Context | None], bool],
                 earlier: Callable[[], Sequence[Earlier]] = tuple,
                 keeps: Callable[[Diff], bool] = lambda sibling: True,
-                combine: Callable[[Earlier, Diff], Earlier | None] = lambda version, sibling: None
+                combine: Callable[[Earlier, Diff], Earlier | None] = lambda version, sibling: None,
+                pick: Callable[[list[Candidate]], tuple[list[Candidate], list[Candidate]]] | None = None
                 ) -> list[Candidate]:
         """Take out (in the order parked) the candidates that can replicate now: on the head when `fresh(c, None)`,
         else on the head with the first of its tries (`TRIES`, plus one for each replica it has: the siblings come
@@ -123,8 +124,9 @@ class Parking:
         `winding_down`, with the first of as many siblings that do not keep it, then in the first of the contexts
         made of `earlier()` (read once, and only if a candidate needs one), each alone or `combine`d with one of as
         many siblings, that is fresh for it (in `_last_resort`'s order; the context chosen is noted in `siblings`).
-        While winding down, those left waiting are `stranded` until the next release. The ones taken out are noted in
-        `released` (with the replicas they had) until parked again."""
+        While winding down, those left waiting are `stranded` until the next release. Of those that can go, `pick`
+        (when given: `runtime.split.triage`) says which go now and which wait (not stranded). The ones taken out are
+        noted in `released` (with the replicas they had) until parked again."""
         ready = [c for c in self.waiting.values() if fresh(c, None)]
         rest = [c for c in self.waiting.values() if c not in ready]
         whole: dict[str, bool] = {}  # sibling id -> keeps(sibling), asked once per release
@@ -143,10 +145,14 @@ class Parking:
             if sibling is not None:
                 self.siblings[candidate.diff.id] = sibling
                 ready.append(candidate)
+        ready, later = (ready, []) if pick is None or not ready else pick(ready)
+        for candidate in later:
+            self.siblings.pop(candidate.diff.id, None)
         for candidate in ready:
             del self.waiting[candidate.diff.id]
             self.released[candidate.diff.id] = len(candidate.evidence.replicas)
-        self.stranded = frozenset(self.waiting) if self.winding_down else frozenset()
+        self.stranded = frozenset(self.waiting).difference(c.diff.id for c in later) if self.winding_down \
+            else frozenset()
         return ready
 
 

@@ -7,7 +7,8 @@ measured so far: a rollout may start only while the calls left cover it plus the
 work already in the pipeline (the proposals waiting for a verdict, and those the rollouts in flight are expected to
 bring), each proposal priced at the mean gate calls a proposal has cost so far, and the calls the candidates held
 to replicate (`runtime.parking`) may still need, two per fresh context they lack (for one out for a context now,
-priced as a proposal for that one, the contexts after it). Early in a run the estimates are
+priced as a proposal for that one, the contexts after it); and when the calls left cannot finish every held
+candidate, the ones nearest a pass go first (`triage`). Early in a run the estimates are
 the priors below, blended with what was measured as evidence comes in.
 
 Pure: the figures come in as arguments, nothing is read from a clock or a store.
@@ -15,9 +16,10 @@ Pure: the figures come in as arguments, nothing is read from a clock or a store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from agentgrad.optim.base import Candidate
 from agentgrad.optim.judge import EXTRA_REPLICAS, REPLICAS
 
 PRIOR_WEIGHT = 2.0  # the priors count as this many observations
@@ -65,7 +67,14 @@ def replication_reserve(replicas: Iterable[int], *, out: Iterable[int] = ()) -> 
     stage), up to `REPLICAS` + `EXTRA_REPLICAS`. `out` gives the replicas of candidates out for a context now: that
     context is paid for as a proposal, so only the contexts after it are kept (as for one with a replica more)."""
     counts = [*replicas, *(n + 1 for n in out)]
-    return float(sum(2 * max(0, (REPLICAS if n < REPLICAS else REPLICAS + EXTRA_REPLICAS) - n) for n in counts))
+    return float(sum(replication_cost(n) for n in counts))
+
+
+def replication_cost(replicas: int) -> int:
+    """The most calls a candidate held to replicate with `replicas` contexts still needs: two a context (the origin
+    task with and without the change) up to the design's `REPLICAS`, or past them up to `REPLICAS` +
+    `EXTRA_REPLICAS`."""
+    return 2 * max(0, (REPLICAS if replicas < REPLICAS else REPLICAS + EXTRA_REPLICAS) - replicas)
 
 
 def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, exploring: int,
@@ -79,3 +88,24 @@ def may_explore(figures: SplitFigures, *, calls_left: float, waiting: int, explo
     if waiting == 0 and exploring == 0 and parked <= 0:
         return True
     return calls_left - 1 >= parked + judging_reserve(figures, waiting=waiting, exploring=exploring + 1)
+
+
+def triage(ready: list[Candidate], *, afford: float, need: Callable[[Candidate], int | None]
+           ) -> tuple[list[Candidate], list[Candidate]]:
+    """(the held candidates to replicate now, those left waiting), of `ready` (in order), when the calls left,
+    `afford`, cannot take every one to the end of its design (`replication_cost`): the ones nearest a pass first
+    (`need`: the fewest more contexts, all won, that pass it, `optim.judge.contexts_to_pass`; None: none), as many
+    as the calls cover at two a context (all of its design's for one with no pass left), and at least one. Holding
+    a candidate back can only make it less likely to pass, so the test keeps its bound; spread over all of them, the
+    calls of a short run ended with none decided (four right rules held at three contexts each)."""
+    if sum(replication_cost(len(c.evidence.replicas)) for c in ready) <= afford:
+        return ready, []
+    needs = {c.diff.id: need(c) for c in ready}
+    costs = {c.diff.id: replication_cost(len(c.evidence.replicas)) if needs[c.diff.id] is None
+             else 2 * (needs[c.diff.id] or 0) for c in ready}
+    taken, spent = set[str](), 0
+    for candidate in sorted(ready, key=lambda c: (needs[c.diff.id] is None, needs[c.diff.id] or 0)):
+        if not taken or spent + costs[candidate.diff.id] <= afford:
+            taken.add(candidate.diff.id)
+            spent += costs[candidate.diff.id]
+    return [c for c in ready if c.diff.id in taken], [c for c in ready if c.diff.id not in taken]

@@ -9,7 +9,7 @@ With REPAIR, a STALE diff (found here or by the aggregator's staleness stage) go
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -19,6 +19,7 @@ from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.optim.aggregator import StepResult
 from agentgrad.optim.base import Candidate, Head
+from agentgrad.optim.judge import contexts_to_pass
 from agentgrad.optim.staleness import lag_of, move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
@@ -26,6 +27,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.parking import EARLIER, Context, Earlier
 from agentgrad.runtime.records import Proposed, Snapshot
 from agentgrad.runtime.replicate import HeadWith, combined, is_fresh, keeps_whole, replicate, without_commits
+from agentgrad.runtime.split import replication_reserve, triage
 from agentgrad.store.kinds import EventKind
 
 REPAIR_SUFFIX = "-repair"
@@ -244,4 +246,20 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
 
     def fresh(candidate: Candidate, sibling: Context | None) -> bool:
         return is_fresh(engine, candidate, sibling, head_with)
-    return [(c, Outcome.EXTEND) for c in parking.release(fresh, earlier, partial(keeps_whole, head_with), combined)]
+    released = parking.release(fresh, earlier, partial(keeps_whole, head_with), combined, _triage(engine))
+    return [(c, Outcome.EXTEND) for c in released]
+
+
+def _triage(engine: Engine) -> Callable[[list[Candidate]], tuple[list[Candidate], list[Candidate]]] | None:
+    """`runtime.split.triage` under `Budget.calls` (None when calls are not limited), on the calls left less what the
+    candidates already out for a context may still need, each candidate's nearness to a pass judged at its next
+    look's level and the run's noise."""
+    meter = engine.accounts.meter
+    if meter.budget.calls is None:
+        return None
+    afford = meter.remaining("calls") - replication_reserve((), out=engine.parking.out_for_replication(engine.open))
+
+    def need(candidate: Candidate) -> int | None:
+        delta = engine.look_delta(engine.head.version, candidate.looks)
+        return contexts_to_pass(candidate.evidence, delta=delta, noise=engine.noise)
+    return partial(triage, afford=afford, need=need)
