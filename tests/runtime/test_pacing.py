@@ -3,6 +3,8 @@ taken, never waits forever, and the asynchronous runtime rolls out in cohorts un
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -14,15 +16,16 @@ from agentgrad.core.ops import Op
 from agentgrad.data.splits import Splits
 from agentgrad.optim.base import Candidate
 from agentgrad.runtime.budget import Budget
-from agentgrad.runtime.config import RunConfig
+from agentgrad.runtime.config import RunConfig, Workers
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.pacing import STUCK_WAITS
 from agentgrad.runtime.policy import ASYNC, SYNC
 from agentgrad.runtime.step import aggregate
+from agentgrad.testing import drawn
 from agentgrad.testing.agents import WorldAgent
-from agentgrad.testing.world import rule_lines
+from agentgrad.testing.world import ReferenceWorld, rule_lines
 from tests.runtime import helpers
 
 
@@ -238,3 +241,20 @@ def test_once_one_rule_solves_every_training_task_the_run_learns_from_the_valida
     first = helpers.WORLD.categories[0]
     assert learned["val"] == {first}  # the validation split alone is the gate's: its failures stay unlearned
     assert first in learned["auto"] and len(learned["auto"]) >= 3
+
+
+def test_an_async_rollout_waits_for_a_verdict_rather_than_repeat_a_task_the_head_solves(tmp_path: Path) -> None:
+    """A drawn world (held-out family, drawn6, draw 3) at one worker: with every task solved or being worked on while
+    a candidate replicated, the rollout worker took the task at its index anyway, and 116 rollouts on one head
+    passed, 80 of them on tasks the head was already seen to solve (sync: none)."""
+    config = drawn.drawn(6, 9001)
+    world = ReferenceWorld(replace(config, seed=config.seed + 3000))
+    agent = WorldAgent(world, median=0.0, sigma=0.0)
+    result = evolve(agent.splits(), agent.reward, agent=agent, strategy=world.strategy, artifact=world.artifact,
+                    budget=Budget(calls=480), workers=Workers(rollout=1, propose=1, gate=1, slots=1),
+                    store=tmp_path / "run", seed=3, asynchronous=True)
+    assert result.ok, result.error
+    passed = Counter((p["version"], p["task"]) for _, p in helpers.events(tmp_path / "run", ["rollout"])
+                     if p["reward"] >= 1.0 and not p.get("reused"))
+    assert sum(n - 1 for n in passed.values()) <= 2
+    assert result.counts["task_waits"] > 0 and world.audit(result.artifact.text)["wrong"] == 0

@@ -104,7 +104,10 @@ async def _rollout_worker(engine: Engine, index: int, out: ObjectSendStream[Roll
                     return
                 if not await engine.pacing.explore_turn(starved, worker=index, wind_down=wind_down):
                     return  # the calls left are kept to judge
-                task = engine.pacing.pick_task(engine.journal.counts["rollout_dispatch"], worker=index)
+                task = await engine.pacing.task_turn(engine.journal.counts["rollout_dispatch"], worker=index,
+                                                     wind_down=wind_down)
+                if task is None:
+                    continue  # a verdict changed what a rollout may do: ask again
                 engine.journal.counts["rollout_dispatch"] += 1
                 try:
                     rollout = await engine.rollout(name, snapshot, task, refresh=lag)

@@ -267,6 +267,29 @@ class Pacing:
                 await self._settled.wait()
         return True
 
+    async def task_turn(self, index: int, worker: int | None = None,
+                        wind_down: Callable[[], None] | None = None) -> str | None:
+        """The task for rollout number `index` (`pick_task`) in the asynchronous runtime. While no task is free
+        (each solved on the head or being worked on) and diffs wait for their verdict, a rollout could only repeat a
+        task the head solves or one being worked on, so the worker waits for a verdict instead (it may move the head
+        or free a task), the candidates waiting to replicate placed first (`wind_down`); None when a wait ended
+        with a rollout no longer allowed (`explore_allowed`). With nothing waiting, or after `STUCK_WAITS` waits
+        with nothing happening, the task at `index` itself. Seen at one worker: 116 rollouts on one head repeated
+        tasks it solves, while sync, whose rounds hold rollouts back while work is pending, repeated none."""
+        seen, still = (self.journal.calls, self.journal.counts["judged"]), 0
+        while True:
+            found, fallback = self.scan(index, worker=worker)
+            if found is not None or not self.open.active or still >= STUCK_WAITS:
+                return fallback if found is None else found
+            if wind_down is not None and len(self.parking):
+                wind_down()
+            self.journal.counts["task_waits"] += 1
+            await self.until_settled()
+            if not self.explore_allowed(worker=worker):
+                return None
+            now = (self.journal.calls, self.journal.counts["judged"])
+            still, seen = (still + 1, seen) if now == seen else (0, now)
+
     async def until_settled(self) -> None:
         """Wait until some diff gets its final verdict, a few call durations at most."""
         if self._settled is None:
