@@ -281,8 +281,7 @@ def contexts_to_pass(evidence: Evidence, *, delta: float, noise: NoiseEstimate |
     """The fewest further contexts, each a full win, after which the replication test on `evidence` passes at the
     look's `delta` (None: none does): how near a pass a held candidate is."""
     q, alpha = replica_bound(noise, evidence), delta * REPLICA_SHARE
-    have = Replicas.of(evidence)
-    for more in range(REPLICAS + EXTRA_REPLICAS - min(have.n, REPLICAS + EXTRA_REPLICAS) + 1):
+    for more in range(max(0, REPLICAS + EXTRA_REPLICAS - len(evidence.replicas)) + 1):
         got = Replicas.of(evidence, more=more)
         if got.pooled and got.n > REPLICAS:
             return None

@@ -100,12 +100,13 @@ def triage(ready: list[Candidate], *, afford: float, need: Callable[[Candidate],
     calls of a short run ended with none decided (four right rules held at three contexts each)."""
     if sum(replication_cost(len(c.evidence.replicas)) for c in ready) <= afford:
         return ready, []
-    needs = {c.diff.id: need(c) for c in ready}
-    costs = {c.diff.id: replication_cost(len(c.evidence.replicas)) if needs[c.diff.id] is None
-             else 2 * (needs[c.diff.id] or 0) for c in ready}
+    most = REPLICAS + EXTRA_REPLICAS + 1  # ranks a candidate with no pass left after every other
+    needs = {c.diff.id: (most, replication_cost(len(c.evidence.replicas))) if (n := need(c)) is None else (n, 2 * n)
+             for c in ready}  # (contexts to a pass, calls they cost)
     taken, spent = set[str](), 0
-    for candidate in sorted(ready, key=lambda c: (needs[c.diff.id] is None, needs[c.diff.id] or 0)):
-        if not taken or spent + costs[candidate.diff.id] <= afford:
+    for candidate in sorted(ready, key=lambda c: needs[c.diff.id][0]):
+        cost = needs[candidate.diff.id][1]
+        if not taken or spent + cost <= afford:
             taken.add(candidate.diff.id)
-            spent += costs[candidate.diff.id]
+            spent += cost
     return [c for c in ready if c.diff.id in taken], [c for c in ready if c.diff.id not in taken]
