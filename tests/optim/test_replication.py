@@ -45,10 +45,10 @@ def replicated(pairs: list[tuple[float, float]], plain: int = 8, losses: int = 0
 
 
 def held(evidence: Evidence, *, origin: str | None = "t99", looks: int = 1, noise: NoiseEstimate | None = QUIET,
-         replicate: bool = False, shows_origin: bool = False) -> tuple[Outcome, Batch]:
+         replicate: bool = False, shows_origin: bool = False, closing: bool = False) -> tuple[Outcome, Batch]:
     stage = accept_if()
     candidate = Candidate(Diff(ARTIFACT, 0, (Op.add("key", "alpha: use method 3"),)), evidence, looks=looks,
-                          origin=origin, replicate=replicate, shows_origin=shows_origin)
+                          origin=origin, replicate=replicate, shows_origin=shows_origin, closing=closing)
     batch, _ = stage.update(Batch((candidate,)), stage.init(), Context({ARTIFACT: Head(0, "# s\n")}, noise=noise))
     (decision,) = batch.decisions
     return decision.outcome, batch
@@ -140,6 +140,56 @@ def test_under_the_null_the_false_accept_rate_stays_below_delta(noise: NoiseEsti
     for _ in range(trials):
         pairs = [(float(rng.random() > fail), float(rng.random() < pass_)) for _ in range(REPLICAS + EXTRA_REPLICAS)]
         accepts += sequential(pairs, noise)[0]
+    assert accepts / trials < LOOK_2 * REPLICA_SHARE
+
+
+TENTH = NoiseEstimate(win_room=100.0, wins=14.0, loss_room=140.0, losses=5.0)  # a bound of about 0.09
+
+
+def test_a_closing_look_ends_the_design_at_the_contexts_the_run_had() -> None:
+    """A rare category's rule won all three contexts a short run could make; against the five-context design
+    (p = P(Bin(5, q) >= 3)) that is not enough and it was left undecided; its closing look tests P(Bin(3, q) >= 3)."""
+    q, alpha = replica_bound(TENTH), LOOK_2 * REPLICA_SHARE
+    assert binom_tail(3, REPLICAS, q) >= alpha > binom_tail(3, 3, q)
+    three = replicated([(0.0, 1.0)] * 3)
+    assert not judge(three, delta=LOOK_2, margin=0.02, noise=TENTH).passes
+    closed = judge(three, delta=LOOK_2, margin=0.02, noise=TENTH, closing=True)
+    assert closed.passes and closed.p_value == pytest.approx(binom_tail(3, 3, q))
+    assert f"in 3 fresh contexts, all the run had (a closing look; {REPLICAS} by design)" in closed.describe()
+    for pairs in ([(0.0, 1.0)] * 2, [(0.0, 1.0)] * 2 + [(1.0, 1.0)], [(1.0, 1.0)] * 4, [(0.0, 0.0)] * 3):
+        assert not judge(replicated(pairs), delta=0.49, margin=0.0, noise=QUIET, closing=True).passes
+    assert not judge(three, delta=LOOK_2, margin=0.02, noise=LOUD, closing=True).passes  # 0.25^3 > 0.003
+
+
+def test_a_closing_look_is_final_accepted_or_rejected_never_held_again() -> None:
+    three, two = replicated([(0.0, 1.0)] * 3), replicated([(0.0, 1.0)] * 2)
+    assert held(three, looks=2, replicate=True, noise=TENTH)[0] is Outcome.EXTEND
+    assert held(three, looks=2, replicate=True, noise=TENTH, closing=True)[0] is Outcome.ACCEPTED
+    assert held(two, looks=2, replicate=True)[0] is Outcome.EXTEND
+    outcome, batch = held(two, looks=2, replicate=True, closing=True)
+    assert outcome is Outcome.REJECTED and "all the run had" in batch.decisions[0].reason
+
+
+def closed_early(pairs: list[tuple[float, float]], noise: NoiseEstimate, end: int) -> bool:
+    """Accepted when the contexts come one at a time and the run has only `end` of them (a closing look there)."""
+    for n in range(1, min(end, len(pairs)) + 1):
+        evidence = replicated(pairs[:n])
+        if judge(evidence, delta=LOOK_2, margin=0.02, noise=noise, closing=n == end).passes:
+            return True
+        if not may_replicate(evidence, delta=LOOK_2, noise=noise):
+            return False
+    return False
+
+
+@pytest.mark.parametrize("noise", [LOUD, MIDDLE, TENTH, QUIET])
+def test_under_the_null_closing_looks_at_an_end_blind_to_the_scores_keep_the_false_accept_rate(
+        noise: NoiseEstimate) -> None:
+    rng = np.random.default_rng(11)
+    fail = pass_ = float(np.sqrt(replica_bound(noise)))
+    accepts, trials = 0, 20_000
+    for _ in range(trials):
+        pairs = [(float(rng.random() > fail), float(rng.random() < pass_)) for _ in range(REPLICAS + EXTRA_REPLICAS)]
+        accepts += closed_early(pairs, noise, int(rng.integers(1, REPLICAS + EXTRA_REPLICAS + 1)))
     assert accepts / trials < LOOK_2 * REPLICA_SHARE
 
 

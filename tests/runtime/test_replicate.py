@@ -78,13 +78,15 @@ def test_the_committed_evidence_keeps_its_replica_rows(small_run: tuple[Path, st
         assert sum(rows[t].base == 0.0 and rows[t].candidate == 1.0 for t in evidence.replicas) >= REPLICA_WINS
 
 
-def test_a_held_candidate_round_trips_with_its_replicate_and_shows_origin_flags() -> None:
+def test_a_held_candidate_round_trips_with_its_replicate_shows_origin_and_closing_flags() -> None:
     diff = Diff("skills/s", 2, (Op.add("key", "a: use method 1"),), id="p1")
     candidate = Candidate(diff, Evidence((Row("t1", 0.0, 1.0),), replicas=("t1",)), looks=2, origin="t0",
                           replicate=True)
     assert candidate_from_dict(candidate_to_dict(candidate)) == candidate
     shown = replace(candidate, replicate=False, shows_origin=True)
     assert candidate_from_dict(candidate_to_dict(shown)) == shown
+    closing = replace(candidate, closing=True)
+    assert candidate_from_dict(candidate_to_dict(closing)) == closing
 
 
 def test_a_change_applies_on_a_sibling_context_unless_it_conflicts_or_is_already_there() -> None:

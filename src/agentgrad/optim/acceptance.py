@@ -271,7 +271,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
     def replicable(candidate: Candidate, post: Judgement, ctx: Context, risk: float) -> bool:
         """Held (again) for the replication test (module doc)."""
         evidence = candidate.evidence
-        if post.harmful or candidate.origin is None or candidate.shows_origin:
+        if post.harmful or candidate.origin is None or candidate.shows_origin or candidate.closing:
             return False
         if evidence.replicas:
             return may_replicate(evidence, delta=risk, noise=ctx.noise)
@@ -286,7 +286,8 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
             spent[candidate.diff.id] = tried
             risk = look_delta(schedule(head.version), candidate.looks, looks=looks, first_share=first_share)
             risk /= 1 + tried  # the replication test's level, spent over the candidates that failed it (module doc)
-            post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior)
+            post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior,
+                         closing=candidate.closing)
             decision = _judge(candidate, post, head, min_examples, promising(candidate, post))
             if decision is None:
                 passers.append((candidate, post))

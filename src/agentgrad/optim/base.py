@@ -61,7 +61,8 @@ class Candidate:
     `replicate` is set on a candidate held to have its origin task scored again on later heads (the replication
     test, `optim.judge`) instead of on more tasks. `shows_origin` is set when the change holds its origin task's
     input and gold answer (a worked example of that very task, `runtime.shown`): a win there is no evidence, so it
-    is never held for the replication test.
+    is never held for the replication test. `closing` is set on one held to replicate when the run has no fresh
+    context left for it: its next look is its last, the test's design ending at the contexts it has (`optim.judge`).
     """
 
     diff: Diff
@@ -72,6 +73,7 @@ class Candidate:
     origin: str | None = None
     replicate: bool = False
     shows_origin: bool = False
+    closing: bool = False
 
 
 def head_of_diff(diff: Diff, ctx: Context, *, stage: str = "") -> Head:

@@ -44,7 +44,11 @@ change one full win short of passing after the `REPLICAS` contexts, where passin
 gets `EXTRA_REPLICAS` more, a second stage with the stagewise p-value P(W_1 >= w) + P(W_1 = w − 1) P(Bin(3, q_r) >=
 W_2), w being the first stage's pass; with the first stage's pass ranked above any of the second, the two stages
 together keep the bound. The runtime may stop early both ways (curtailment: the test already passes, or can no
-longer pass in either stage), which leaves the test exact. The no-harm check is as above,
+longer pass in either stage), which leaves the test exact. A run may also have no fresh context left for a
+candidate before its design is done (a short run with few versions): its last look is then a *closing* one, the
+design ending at the contexts it has, the stage it ends in cut there (W full wins in n < `REPLICAS` contexts: P(Bin(n,
+q_r) >= W)). When the design ends depends on the texts the run made, never on the candidate's scores, and any pass
+of the full design at an earlier look passes the cut one too, so the bound holds. The no-harm check is as above,
 on all rows, but wins need not outnumber losses there: the change acts on one task, and a loss or two elsewhere is
 what noise makes (the harm check bounds it).
 
@@ -132,6 +136,7 @@ class Judgement:
     noise_win: float
     harm_p: float
     pooled: bool = False  # replicas of several origin tasks (a fused change): one pooled stage
+    closed: int | None = None  # a closing look: the design ended at this many contexts
 
     @property
     def harmful(self) -> bool:
@@ -148,10 +153,12 @@ class Judgement:
     def describe(self) -> str:
         where = f"{self.gain.n} focus tasks" if self.focused else f"{self.gain.n} tasks"
         if self.test == "replicated":
-            done = (f"{self.gain.n} of {REPLICAS}" if self.gain.n <= REPLICAS  # fused changes pool their contexts
+            done = (f"{self.gain.n}" if self.closed
+                    else f"{self.gain.n} of {REPLICAS}" if self.gain.n <= REPLICAS  # fused: pooled contexts
                     else f"{self.gain.n} (fused changes, {REPLICAS} each by design)" if self.pooled
                     else f"{self.gain.n} of {REPLICAS + EXTRA_REPLICAS} (one full win short after {REPLICAS})")
-            gain = (f"replication of its origin task in {done} fresh contexts: "
+            closed = f", all the run had (a closing look; {REPLICAS} by design)" if self.closed else ""
+            gain = (f"replication of its origin task in {done} fresh contexts{closed}: "
                     f"{self.gain.wins:.4g} wins, {self.gain.losses:.4g} losses, against noise <= {self.noise_win:.3f}"
                     f" a context: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
         elif self.test == "calibrated":
@@ -244,19 +251,23 @@ def stage_one_wins(q: float, alpha: float) -> int:
     return next((w for w in range(REPLICA_WINS, REPLICAS + 1) if binom_tail(w, REPLICAS, q) < alpha), REPLICAS + 1)
 
 
-def replica_p(first: int, extra: int | None = None, *, q: float, alpha: float) -> float:
+def replica_p(first: int, extra: int | None = None, *, q: float, alpha: float,
+              closed: int | None = None) -> float:
     """The p-value of `first` full wins in the first `REPLICAS` contexts and `extra` in the `EXTRA_REPLICAS` of
     the second stage (None: not entered), in the stagewise order: a pass in the first stage ranks above any in the
     second. The second stage is entered one win short of the first stage's pass only, and only where that pass
     asks for more than `REPLICA_WINS` (noise loud enough that a real fix may miss a context), so its p-value is the
-    first stage's chance to pass plus the chance to land one short there and win `extra` of the rest."""
-    one = binom_tail(first, REPLICAS, q) if first >= REPLICA_WINS else 1.0
+    first stage's chance to pass plus the chance to land one short there and win `extra` of the rest. `closed`:
+    the design ends after this many contexts in all (a closing look, module doc), the stage it ends in cut there."""
+    first_n = REPLICAS if closed is None else min(REPLICAS, closed)
+    extra_n = EXTRA_REPLICAS if closed is None else max(0, closed - REPLICAS)
+    one = binom_tail(first, first_n, q) if first >= REPLICA_WINS else 1.0
     if extra is None or one < alpha:
         return one
     if first < REPLICA_WINS or first + 1 != stage_one_wins(q, alpha):
         return 1.0
     short = binom_tail(first, REPLICAS, q) - binom_tail(first + 1, REPLICAS, q)
-    return binom_tail(first + 1, REPLICAS, q) + short * binom_tail(extra, EXTRA_REPLICAS, q)
+    return binom_tail(first + 1, REPLICAS, q) + short * binom_tail(extra, extra_n, q)
 
 
 def may_replicate(evidence: Evidence, *, delta: float, noise: NoiseEstimate | None) -> bool:
@@ -290,18 +301,21 @@ def contexts_to_pass(evidence: Evidence, *, delta: float, noise: NoiseEstimate |
     return None
 
 
-def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None) -> Judgement:
-    """The replication test (module doc) on evidence with replica rows, at `REPLICA_SHARE` of the look's `delta`."""
+def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None,
+                   closing: bool = False) -> Judgement:
+    """The replication test (module doc) on evidence with replica rows, at `REPLICA_SHARE` of the look's `delta`;
+    `closing`: its last look, the design ending at the contexts the evidence has (module doc)."""
     delta *= REPLICA_SHARE
     marked = set(evidence.replicas)
     gain, total = RowTally.of(r for r in evidence.rows if r.task_id in marked), RowTally.of(evidence.rows)
     got, q = Replicas.of(evidence), replica_bound(noise, evidence)
-    p_value = replica_p(got.first, got.extra, q=q, alpha=delta)
+    closed = got.n if closing and not got.pooled else None
+    p_value = replica_p(got.first, got.extra, q=q, alpha=delta, closed=closed)
     harm_p = 1.0
     if noise is not None and total.losses > 0:
         harm_p = binom_tail(total.losses, total.loss_room, null_loss_rate(noise, total.minus(gain)))
     passes = p_value < delta and harm_p >= HARM  # the gain is on one task: elsewhere only harm is looked for
-    return Judgement(passes, "replicated", p_value, delta, margin, gain, total, True, q, harm_p, got.pooled)
+    return Judgement(passes, "replicated", p_value, delta, margin, gain, total, True, q, harm_p, got.pooled, closed)
 
 
 def wins_needed(chances: int, *, delta: float, margin: float, noise: NoiseEstimate | None,
@@ -337,10 +351,11 @@ def split(evidence: Evidence) -> tuple[RowTally, RowTally, bool, set[str]]:
 
 
 def judge(evidence: Evidence, *, delta: float, margin: float, noise: NoiseEstimate | None,
-          prior: tuple[float, float] = SIGN_TEST_PRIOR) -> Judgement:
-    """The test on one candidate's evidence (the replication test when it has replica rows)."""
+          prior: tuple[float, float] = SIGN_TEST_PRIOR, closing: bool = False) -> Judgement:
+    """The test on one candidate's evidence (the replication test when it has replica rows; `closing`: its last
+    look, `judge_replicas`)."""
     if evidence.replicas:
-        return judge_replicas(evidence, delta=delta, margin=margin, noise=noise)
+        return judge_replicas(evidence, delta=delta, margin=margin, noise=noise, closing=closing)
     gain, total, focused, _ = split(evidence)
     return judge_tallies(gain, total, focused=focused, delta=delta, margin=margin, noise=noise, prior=prior,
                          calibrated=evidence.calibrated)

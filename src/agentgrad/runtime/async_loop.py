@@ -32,7 +32,7 @@ from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.policy import ASYNC
 from agentgrad.runtime.promote import maybe_promote
 from agentgrad.runtime.records import Proposed, Rollout, Snapshot
-from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck, release_parked
+from agentgrad.runtime.stale import admit_and_evaluate, closing_looks, follow_ups, recheck, release_parked
 from agentgrad.runtime.step import aggregate
 from agentgrad.runtime.throttle import Throttle
 from agentgrad.runtime.workqueue import WorkQueue
@@ -237,7 +237,7 @@ async def _aggregator(engine: Engine, inbox: ObjectReceiveStream[Candidate], fee
             if engine.promotion_due:
                 with suppress(anyio.WouldBlock):  # full: a check is already queued; it will see this head or later
                     promotions.send_nowait(None)
-            feedback.maybe_close()
+            _close(engine, feedback)
 
 
 async def _promoter(engine: Engine, due: ObjectReceiveStream[None]) -> None:
@@ -254,6 +254,14 @@ async def _supervise(engine: Engine, pools: list[Any], feedback: _Feedback) -> N
             group.start_soon(*pool)
     feedback.send_back(release_parked(engine, winding_down=True))  # no rollout will move the head for them
     feedback.upstream_done = True
+    _close(engine, feedback)
+
+
+def _close(engine: Engine, feedback: _Feedback) -> None:
+    """Once no proposal will come and nothing is in flight, send the stranded candidates for their closing look
+    (`closing_looks`), then let the feedback channel close if nothing is waiting."""
+    if feedback.upstream_done and not feedback.waiting and not feedback.closed:
+        feedback.send_back(closing_looks(engine))
     feedback.maybe_close()
 
 

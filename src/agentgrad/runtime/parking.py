@@ -21,7 +21,7 @@ replica row's id names its context: ``<origin task>@<first 12 hex digits of the 
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentgrad.core.artifact import content_hash
 from agentgrad.core.diff import Diff
@@ -110,6 +110,16 @@ class Parking:
         self.waiting[candidate.diff.id] = candidate
         self.siblings.pop(candidate.diff.id, None)
         self.released.pop(candidate.diff.id, None)
+
+    def close(self) -> list[Candidate]:
+        """Take out the `stranded` candidates (in the order parked), marked for their closing look
+        (`Candidate.closing`): only when nothing still in flight could make a new head for them."""
+        out = [replace(c, closing=True) for i, c in self.waiting.items() if i in self.stranded]
+        for candidate in out:
+            del self.waiting[candidate.diff.id]
+            self.siblings.pop(candidate.diff.id, None)
+        self.stranded = frozenset()
+        return out
 
     def release(self, fresh: Callable[[Candidate, Context | None], bool],
                 earlier: Callable[[], Sequence[Earlier]] = tuple,

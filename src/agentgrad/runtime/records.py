@@ -55,14 +55,16 @@ def candidate_to_dict(candidate: Candidate) -> dict[str, Any]:
     """A JSON-ready candidate, for the step log."""
     return {"diff": candidate.diff.to_dict(), "evidence": candidate.evidence.to_dict(),
             "recheck": candidate.recheck, "parts": [p.to_dict() for p in candidate.parts], "looks": candidate.looks,
-            "origin": candidate.origin, "replicate": candidate.replicate, "shows_origin": candidate.shows_origin}
+            "origin": candidate.origin, "replicate": candidate.replicate, "shows_origin": candidate.shows_origin,
+            "closing": candidate.closing}
 
 
 def candidate_from_dict(data: Mapping[str, Any]) -> Candidate:
     """The inverse of `candidate_to_dict`."""
     return Candidate(Diff.from_dict(data["diff"]), Evidence.from_dict(data["evidence"]), bool(data["recheck"]),
                      tuple(Diff.from_dict(p) for p in data["parts"]), int(data.get("looks", 1)), data.get("origin"),
-                     bool(data.get("replicate", False)), bool(data.get("shows_origin", False)))
+                     bool(data.get("replicate", False)), bool(data.get("shows_origin", False)),
+                     bool(data.get("closing", False)))
 
 
 WALL_EVERY = 1.0  # seconds between two notes of the elapsed wall time while the loop runs

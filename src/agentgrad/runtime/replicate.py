@@ -132,31 +132,49 @@ def _harm_rows(engine: Engine, base: Snapshot, candidate: Candidate, have: set[s
 async def replicate(engine: Engine, proposed: Proposed, candidate: Candidate,
                     touched: frozenset[str] | None) -> Candidate | None:
     """The candidate with one more replica row, its other rows on `proposed`'s snapshot (the head), or None (parked
-    again) when there is no fresh context for it now. `touched`: the tasks the commits since its evidence changed
-    (None: unknown, so every earlier row is scored again)."""
-    diff, base, origin, old = proposed.diff, proposed.snapshot, candidate.origin, candidate.evidence
+    again) when there is no fresh context for it now; for a `closing` candidate (its last look), no new replica.
+    `touched`: the tasks the commits since its evidence changed (None: unknown, so every earlier row is scored
+    again)."""
+    diff, base, origin = proposed.diff, proposed.snapshot, candidate.origin
+    if candidate.closing:
+        return _updated(proposed, candidate, await _rows_scored(engine, proposed, candidate, touched), None)
     sibling = engine.parking.siblings.pop(diff.id, None)
     context = context_of(base, sibling)
     cand_context = None if context is None else applied_on(diff, context)
     if origin is None or context is None or cand_context is None or not is_fresh(engine, candidate, sibling):
         engine.parking.park(candidate)
         return None
+    scores = await _rows_scored(engine, proposed, candidate, touched)
+    replica = replica_id(origin, context)
+    scores[replica] = (await engine.gate.score_pairs((context, cand_context), [origin]))[origin]
+    engine.journal.counts["replications"] += 1
+    engine.journal.counts["sibling_replications"] += sibling is not None
+    return _updated(proposed, candidate, scores, replica)
+
+
+async def _rows_scored(engine: Engine, proposed: Proposed, candidate: Candidate,
+                       touched: frozenset[str] | None) -> dict[str, tuple[float, float]]:
+    """The (base, candidate) scores on `proposed`'s snapshot of the candidate's ordinary rows the commits since
+    changed (`touched`; None: all), and of new tasks that top them up to `MIN_ROWS`."""
+    diff, base, old = proposed.diff, proposed.snapshot, candidate.evidence
     marked = set(old.replicas)
     plain = {r.task_id for r in old.rows if r.task_id not in marked}
     redo = [t for t in plain if touched is None or t in touched] + _harm_rows(engine, base, candidate, plain)
-    texts = (base.text, apply(diff, base.text))
-    scores = await engine.gate.score_pairs(texts, redo) if redo else {}
-    replica = replica_id(origin, context)
-    scores[replica] = (await engine.gate.score_pairs((context, cand_context), [origin]))[origin]
+    return await engine.gate.score_pairs((base.text, apply(diff, base.text)), redo) if redo else {}
+
+
+def _updated(proposed: Proposed, candidate: Candidate, scores: dict[str, tuple[float, float]],
+             replica: str | None) -> Candidate:
+    """The candidate with `scores` over its rows, on `proposed`'s snapshot, and `replica` (its id) a new replica."""
+    old = candidate.evidence
     pairs = {r.task_id: (r.base, r.candidate) for r in old.rows} | scores
-    engine.journal.counts["replications"] += 1
-    engine.journal.counts["sibling_replications"] += sibling is not None
     evidence = Evidence.paired({t: b for t, (b, _) in pairs.items()}, {t: c for t, (_, c) in pairs.items()},
-                               base_version=base.version, full=old.full, focus=old.focus, far=old.far,
-                               calibrated=old.calibrated, replicas=(*old.replicas, replica))
+                               base_version=proposed.snapshot.version, full=old.full, focus=old.focus, far=old.far,
+                               calibrated=old.calibrated,
+                               replicas=old.replicas if replica is None else (*old.replicas, replica))
     looks = candidate.looks + (0 if old.replicas else 1)
-    return Candidate(diff, evidence, looks=looks, origin=origin, replicate=True,
-                     shows_origin=candidate.shows_origin)
+    return Candidate(proposed.diff, evidence, looks=looks, origin=candidate.origin, replicate=True,
+                     shows_origin=candidate.shows_origin, closing=candidate.closing)
 
 
 __all__ = ["MIN_ROWS", "HeadWith", "applied_on", "combined", "context_of", "is_fresh", "keeps_whole",

@@ -250,6 +250,15 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
     return [(c, Outcome.EXTEND) for c in released]
 
 
+def closing_looks(engine: Engine) -> list[tuple[Candidate, Outcome]]:
+    """The candidates stranded while the run winds down (no fresh context left, `runtime.parking`), as work for
+    their closing look (`Candidate.closing`: the replication design ends at the contexts they have, `optim.judge`).
+    For a loop with nothing else in flight that could still make a new head."""
+    closing = engine.parking.close() if engine.parking.winding_down else []
+    engine.journal.counts["closing_looks"] += len(closing)
+    return [(c, Outcome.EXTEND) for c in closing]
+
+
 def _triage(engine: Engine) -> Callable[[list[Candidate]], tuple[list[Candidate], list[Candidate]]] | None:
     """`runtime.split.triage` under `Budget.calls` (None when calls are not limited), on the calls left less what the
     candidates already out for a context may still need, each candidate's nearness to a pass judged at its next

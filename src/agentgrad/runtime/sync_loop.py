@@ -29,7 +29,7 @@ from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.promote import maybe_promote
-from agentgrad.runtime.stale import admit_and_evaluate, follow_ups, recheck, release_parked
+from agentgrad.runtime.stale import admit_and_evaluate, closing_looks, follow_ups, recheck, release_parked
 from agentgrad.runtime.step import aggregate
 
 R = TypeVar("R")
@@ -156,6 +156,8 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
                 held = release_parked(engine)
             if not held and (not _can_continue(engine, 0) or engine.pacing.parked_blocks()):
                 held = release_parked(engine, winding_down=True)  # the last chance of parked work before the end
+                if not held and not _can_continue(engine, 0) and _can_continue(engine, 1):
+                    held = closing_looks(engine)  # nothing else can make a context for the stranded ones
             if not _can_continue(engine, len(held)):
                 break
             round_no = engine.journal.counts["rounds"]
