@@ -101,3 +101,14 @@ def test_loading_a_state_dict_of_another_pipeline_changes_nothing() -> None:
     with pytest.raises(StateDictError):
         agg.load_state_dict({"pipeline": "default", "steps": 0, "state": {"stages": []}})
     assert agg.state_dict() == before
+
+
+def test_the_failed_replications_counted_against_evidence_are_read_from_the_acceptance_stage() -> None:
+    aggregator = Aggregator(default())
+    marks = ("t99@000000000001", "t99@000000000002", "t99@000000000003", "t99@000000000004", "t99@000000000005")
+    ties = Evidence.paired(dict.fromkeys(["t0", *marks], 1.0), dict.fromkeys(["t0", *marks], 1.0), replicas=marks)
+    assert aggregator.replication_tried(ties) == 0
+    failing = Candidate(Diff(AID, 0, (Op.add("rule", "- a"),)), ties, looks=2, origin="t99", replicate=True)
+    (decision,) = aggregator.step([failing], ctx(0, "# s\n")).decisions
+    assert decision.outcome is Outcome.REJECTED
+    assert aggregator.replication_tried(ties) == 1 and aggregator.replication_tried(strong()) == 0

@@ -14,7 +14,9 @@ from typing import Any
 
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence
 from agentgrad.errors import ConfigError, StateDictError
+from agentgrad.optim.acceptance import AcceptanceState
 from agentgrad.optim.base import Batch, Candidate, Context, Stage, StageState, head_of_diff
 from agentgrad.optim.tabu import TabuState, is_tabu
 
@@ -81,6 +83,12 @@ class Aggregator:
         skipped before any evaluation."""
         return any(isinstance(state, TabuState) and is_tabu(state, diff)
                    for state in getattr(self.state, "states", ()))
+
+    def replication_tried(self, evidence: Evidence) -> int:
+        """The failed replication tests the acceptance stage counts against `evidence` (`AcceptanceState.tried`:
+        its replication test runs at 1/(k + 1) of the look's level); 0 without such a stage."""
+        return max((state.tried(evidence) for state in getattr(self.state, "states", ())
+                    if isinstance(state, AcceptanceState)), default=0)
 
     def observe(self, decisions: Sequence[Decision], ctx: Context) -> None:
         """Let every stage learn from verdicts reached outside a step (a gate's screen, a revert)."""

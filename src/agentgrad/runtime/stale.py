@@ -262,7 +262,7 @@ def closing_looks(engine: Engine) -> list[tuple[Candidate, Outcome]]:
 def _triage(engine: Engine) -> Callable[[list[Candidate]], tuple[list[Candidate], list[Candidate]]] | None:
     """`runtime.split.triage` under `Budget.calls` (None when calls are not limited), on the calls left less what the
     candidates already out for a context may still need, each candidate's nearness to a pass judged at its next
-    look's level and the run's noise."""
+    look's level, shared as the acceptance stage shares it over failed replications, and the run's noise."""
     meter = engine.accounts.meter
     if meter.budget.calls is None:
         return None
@@ -270,5 +270,6 @@ def _triage(engine: Engine) -> Callable[[list[Candidate]], tuple[list[Candidate]
 
     def need(candidate: Candidate) -> int | None:
         delta = engine.look_delta(engine.head.version, candidate.looks)
+        delta /= 1 + engine.aggregator.replication_tried(candidate.evidence)  # the level as the test will spend it
         return contexts_to_pass(candidate.evidence, delta=delta, noise=engine.noise)
     return partial(triage, afford=afford, need=need)
