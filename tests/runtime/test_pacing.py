@@ -22,6 +22,7 @@ from agentgrad.runtime.evolve import evolve
 from agentgrad.runtime.gateconfig import GateConfig
 from agentgrad.runtime.pacing import STUCK_WAITS
 from agentgrad.runtime.policy import ASYNC, SYNC
+from agentgrad.runtime.records import Snapshot
 from agentgrad.runtime.step import aggregate
 from agentgrad.testing import drawn
 from agentgrad.testing.agents import WorldAgent
@@ -202,6 +203,24 @@ def test_with_every_training_task_solved_a_rollout_takes_a_validation_task_the_h
     helpers.on_engine(tmp_path / "run", body)
 
 
+def test_a_rollout_passes_over_a_task_an_earlier_head_solved_unless_a_commit_since_was_for_a_task_like_it(
+        tmp_path: Path) -> None:
+    async def body(engine: Engine, bot: WorldAgent) -> None:
+        parent, first = engine.head.text, engine.pacing.pick_task(0)
+        far = next(t for t in engine.train if engine.gate.far(t, [first]))
+        near = next(t for t in engine.train if t != first and not engine.gate.far(t, [first]))
+        engine.cache.put(parent, first, 1.0)
+        for origin, passed_over in ((far, True), (near, False)):
+            child = f"{parent}- {origin}: use method 1\n"
+            engine.watch.committed(1, child, parent, (origin,))
+            engine.pacing.head = lambda text=child: Snapshot(1, text)  # type: ignore[misc]
+            assert (engine.pacing.pick_task(0) != first) is passed_over
+        engine.cache.put(parent, first, 0.0)  # the earlier head failed it: worth a rollout
+        assert engine.pacing.pick_task(0) == first
+
+    helpers.on_engine(tmp_path / "run", body)
+
+
 def test_a_gate_on_the_validation_split_alone_keeps_rollouts_on_the_training_tasks(tmp_path: Path) -> None:
     async def main() -> None:
         config = RunConfig(gate=GateConfig(pool="val"))
@@ -258,3 +277,4 @@ def test_an_async_rollout_waits_for_a_verdict_rather_than_repeat_a_task_the_head
                      if p["reward"] >= 1.0 and not p.get("reused"))
     assert sum(n - 1 for n in passed.values()) <= 2
     assert result.counts["task_waits"] > 0 and world.audit(result.artifact.text)["wrong"] == 0
+    assert result.counts["passed_rollouts"] <= result.counts["rollouts"] // 5  # 60 of 231 passing only known passes

@@ -270,7 +270,9 @@ def test_rare_rules_left_with_no_context_on_a_short_history_are_decided_on_earli
 
 
 def test_near_the_end_of_a_tight_budget_the_calls_go_to_replications_not_to_rollouts(tmp_path: Path) -> None:
-    world = preset("small_zipf", 1)  # at 150 calls, once: a rollout took the calls the rare rules' replicas needed
+    """Draw 5 at 150 calls: without the calls kept for parked candidates (`split.replication_reserve`), a rollout
+    takes those the strings rule's replicas need (first seen on draw 1)."""
+    world = preset("small_zipf", 5)
     clock = FakeClock()
     bot = WorldAgent(world, median=0.001, sleep=clock.sleep)
     result = evolve(bot.splits(), bot.reward, agent=bot, strategy=world.strategy, artifact=world.artifact,

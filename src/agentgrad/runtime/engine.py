@@ -105,7 +105,7 @@ class Engine:
         self.pacing = Pacing(config=config, journal=self.journal, accounts=self.accounts, estimator=self.estimator,
                              gate=self.gate, cache=self.cache, open_diffs=self.open, parking=self.parking,
                              train=self.train, sections=self.sections, head=lambda: self.head,
-                             policy=lambda: self.policy,
+                             policy=lambda: self.policy, earlier=self.watch.earlier,
                              reserve=self.val if self.pool != self.val else ())  # the pool takes training tasks too
 
     def _make_gate(self, budget: Budget) -> Gate:
