@@ -19,6 +19,7 @@ from agentgrad.optim.base import Batch, Candidate, Context, Head
 from agentgrad.optim.chain import chain
 from agentgrad.optim.fusion import FusionState, fuse
 from agentgrad.optim.judge import judge
+from agentgrad.optim.noise import NoiseEstimate
 
 ARTIFACT = "skills/s"
 TEXT = "intro: hello\nstyle: terse\n"
@@ -186,3 +187,26 @@ def test_state_round_trips_through_a_json_dict() -> None:
 def test_malformed_state_dicts_are_refused(data: dict[str, object]) -> None:
     with pytest.raises(StateDictError):
         FusionState.load(data)
+
+
+def _closing(key: str, origin: str) -> Candidate:
+    """A candidate with four full wins in the four contexts a run had for its origin task, on its closing look."""
+    marks = tuple(f"{origin}@{k:012x}" for k in range(4))
+    rows = (*(Row(f"t{i:02d}", 1.0, 1.0) for i in range(8)), *(Row(m, 0.0, 1.0) for m in marks))
+    return Candidate(diff(key), Evidence(rows, base_version=0, replicas=marks), looks=2, origin=origin,
+                     replicate=True, closing=True)
+
+
+def test_candidates_passing_on_their_closing_looks_are_fused_into_one_change() -> None:
+    """The budget's last step: one change per artifact is committed a step, so two that pass only on their closing
+    looks would leave one undecided unless fusion judges them as the acceptance stage does."""
+    parts = [_closing("alpha", "t90"), _closing("beta", "t91")]
+    noise = NoiseEstimate(win_room=100.0, wins=32.0, loss_room=140.0, losses=5.0)  # a bound of about 0.17
+    ctx = Context(heads={ARTIFACT: Head(0, TEXT)}, noise=noise)
+    assert not any(judge(c.evidence, delta=0.015, margin=0.02, noise=noise).passes for c in parts)
+    stage = fuse(looks=2)  # as the runtime's: a second look at 0.3 of δ
+    batch, state = stage.update(Batch(tuple(parts)), stage.init(), ctx)
+    assert outcomes(batch) == {c.diff.id: Outcome.FUSED for c in parts} and state.groups_fused == 1
+    (fused,) = batch.candidates
+    accepted, _ = accept_if(looks=2).update(batch, accept_if(looks=2).init(), ctx)
+    assert outcomes(accepted)[fused.diff.id] is Outcome.ACCEPTED

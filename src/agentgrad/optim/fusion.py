@@ -93,7 +93,8 @@ def _fuse_group(group: Sequence[Candidate], head: Head, risk: Callable[[int], fl
     kept: list[tuple[Candidate, dict[str, float]]] = []
     alone: list[Candidate] = []  # not significant on their own: not fused, judged alone by acceptance
     for candidate in group:
-        post = judge(candidate.evidence, delta=risk(candidate.looks), margin=margin, noise=noise, prior=prior)
+        post = judge(candidate.evidence, delta=risk(candidate.looks), margin=margin, noise=noise, prior=prior,
+                     closing=candidate.closing)  # a closing look is judged as the acceptance stage will
         if post.passes:
             kept.append((candidate, post.numbers()))
         else:

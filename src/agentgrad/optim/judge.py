@@ -45,10 +45,12 @@ gets `EXTRA_REPLICAS` more, a second stage with the stagewise p-value P(W_1 >= w
 W_2), w being the first stage's pass; with the first stage's pass ranked above any of the second, the two stages
 together keep the bound. The runtime may stop early both ways (curtailment: the test already passes, or can no
 longer pass in either stage), which leaves the test exact. A run may also have no fresh context left for a
-candidate before its design is done (a short run with few versions): its last look is then a *closing* one, the
-design ending at the contexts it has, the stage it ends in cut there (W full wins in n < `REPLICAS` contexts: P(Bin(n,
-q_r) >= W)). When the design ends depends on the texts the run made, never on the candidate's scores, and any pass
-of the full design at an earlier look passes the cut one too, so the bound holds. The no-harm check is as above,
+candidate before its design is done (a short run with few versions), or no call left to pay for one: its last look
+is then a *closing* one, the design ending at the contexts it has, the stage it ends in cut there (W full wins in n <
+`REPLICAS` contexts: P(Bin(n, q_r) >= W)). When the design ends depends on the texts the run made and the calls it
+had, not on the candidate's scores (when calls are short, `runtime.split.triage` gives the contexts left to those
+nearest a pass, which holds back only those less likely to pass), and any pass of the full design at an earlier
+look passes the cut one too, so the bound holds. The no-harm check is as above,
 on all rows, but wins need not outnumber losses there: the change acts on one task, and a loss or two elsewhere is
 what noise makes (the harm check bounds it).
 

@@ -27,6 +27,7 @@ from agentgrad.core.artifact import content_hash
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import REPLICA_MARK, replica_context
 from agentgrad.optim.base import Candidate
+from agentgrad.optim.judge import REPLICA_WINS
 
 MARK = REPLICA_MARK
 SPARES = 16  # turned-down changes kept as possible siblings
@@ -111,10 +112,13 @@ class Parking:
         self.siblings.pop(candidate.diff.id, None)
         self.released.pop(candidate.diff.id, None)
 
-    def close(self) -> list[Candidate]:
+    def close(self, final: bool = False) -> list[Candidate]:
         """Take out the `stranded` candidates (in the order parked), marked for their closing look
-        (`Candidate.closing`): only when nothing still in flight could make a new head for them."""
-        out = [replace(c, closing=True) for i, c in self.waiting.items() if i in self.stranded]
+        (`Candidate.closing`): only when nothing still in flight could make a new head for them. `final`: the calls
+        are spent, so every waiting candidate with at least `REPLICA_WINS` contexts (fewer can never pass) is
+        taken; the others stay waiting, undecided."""
+        out = [replace(c, closing=True) for i, c in self.waiting.items()
+               if (len(c.evidence.replicas) >= REPLICA_WINS if final else i in self.stranded)]
         for candidate in out:
             del self.waiting[candidate.diff.id]
             self.siblings.pop(candidate.diff.id, None)

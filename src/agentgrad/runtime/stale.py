@@ -19,7 +19,7 @@ from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.optim.aggregator import StepResult
 from agentgrad.optim.base import Candidate, Head
-from agentgrad.optim.judge import contexts_to_pass
+from agentgrad.optim.judge import REPLICA_WINS, contexts_to_pass
 from agentgrad.optim.staleness import lag_of, move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
@@ -126,7 +126,10 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
         if _focus_exhausted(engine, proposed, candidate):
             candidate = replace(candidate, replicate=True)  # no more tasks like its origin to win: replicate instead
     if (outcome is Outcome.EXTEND and candidate.replicate) or candidate.evidence.replicas:
-        # a re-check of replicated evidence on a new head is one more replica there (and its touched rows)
+        # a re-check of replicated evidence on a new head is one more replica there (and its touched rows), or its
+        # closing look once no context can be paid for
+        if calls_spent(engine) and len(candidate.evidence.replicas) >= REPLICA_WINS:
+            candidate = replace(candidate, closing=True)
         old = candidate.evidence.base_version
         changed = None if old is None else touched(engine, diff.artifact_id, old, proposed.snapshot.version)
         return await replicate(engine, proposed, candidate, changed)
@@ -224,10 +227,16 @@ def follow_ups(engine: Engine, result: StepResult, candidates: Sequence[Candidat
             work.append((candidate, outcome))
     last = {d.diff_id: d.outcome for d in result.decisions}
     engine.parking.offer([c.diff for c in candidates if last.get(c.diff.id) is Outcome.REJECTED])
-    work += release_parked(engine)
+    work += closing_looks(engine) if calls_spent(engine) else release_parked(engine)
     work += [(c, Outcome.STALE) for c in candidates
              if last.get(c.diff.id) is Outcome.STALE and can_repair(engine, c.diff)]
     return work
+
+
+def calls_spent(engine: Engine) -> bool:
+    """True once fewer calls are left under `Budget.calls` (calls in flight counted as spent) than the two a fresh
+    context for a candidate held to replicate costs."""
+    return engine.accounts.meter.remaining("calls") < 2
 
 
 def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[Candidate, Outcome]]:
@@ -253,8 +262,10 @@ def release_parked(engine: Engine, *, winding_down: bool = False) -> list[tuple[
 def closing_looks(engine: Engine) -> list[tuple[Candidate, Outcome]]:
     """The candidates stranded while the run winds down (no fresh context left, `runtime.parking`), as work for
     their closing look (`Candidate.closing`: the replication design ends at the contexts they have, `optim.judge`).
-    For a loop with nothing else in flight that could still make a new head."""
-    closing = engine.parking.close() if engine.parking.winding_down else []
+    For a loop with nothing else in flight that could still make a new head; or once the calls are spent (no
+    context can be paid for): then every candidate waiting with enough contexts to pass (`Parking.close`)."""
+    final = calls_spent(engine)
+    closing = engine.parking.close(final) if engine.parking.winding_down or final else []
     engine.journal.counts["closing_looks"] += len(closing)
     return [(c, Outcome.EXTEND) for c in closing]
 

@@ -29,7 +29,7 @@ from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.engine import Engine
 from agentgrad.runtime.policy import SYNC
 from agentgrad.runtime.promote import maybe_promote
-from agentgrad.runtime.stale import admit_and_evaluate, closing_looks, follow_ups, recheck, release_parked
+from agentgrad.runtime.stale import admit_and_evaluate, calls_spent, closing_looks, follow_ups, recheck, release_parked
 from agentgrad.runtime.step import aggregate
 
 R = TypeVar("R")
@@ -140,6 +140,19 @@ def _can_continue(engine: Engine, held: int) -> bool:
     return not ("rollouts" in exhausted or "proposals" in exhausted or engine.idle())
 
 
+async def _final_looks(engine: Engine, held: Work) -> None:
+    """With the calls spent, one last step for the candidates replicating, `held` for their next context or
+    waiting for one: their closing look (the design ends at the contexts they have, `runtime.stale.closing_looks`),
+    decided on the evidence they have where that needs no call, else left undecided."""
+    held = [(c, o) for c, o in held if c.closing] + closing_looks(engine)
+    if held:
+        round_no = engine.journal.counts["rounds"]
+        engine.journal.counts["rounds"] += 1
+        batch = await run_round(engine, round_no, held)
+        if batch:
+            follow_ups(engine, aggregate(engine, batch), batch)
+
+
 async def run_sync(engine: Engine, pending: Work | None = None) -> None:
     """Rounds until a budget runs out; each round ends with one aggregator step.
 
@@ -171,6 +184,8 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
             elif engine.journal.calls == calls and not had_work and _rollouts(engine) == rolled:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
             stalled = released and not batch and engine.journal.calls == calls
+        if calls_spent(engine):
+            await _final_looks(engine, held)
     if engine.idle():
         engine.note_idle_stop()
 
