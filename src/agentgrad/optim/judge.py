@@ -247,6 +247,12 @@ class Replicas:
         return cls(sum(won[:REPLICAS]), sum(won[REPLICAS:]), len(won), pooled)
 
 
+def may_close(contexts: int) -> bool:
+    """True if a candidate replicating in `contexts` contexts may take its closing look once no context can be paid
+    for: fewer than `REPLICA_WINS` can never pass."""
+    return contexts >= REPLICA_WINS
+
+
 def stage_one_wins(q: float, alpha: float) -> int:
     """The fewest full wins in `REPLICAS` contexts that pass at `alpha` (at least `REPLICA_WINS`; `REPLICAS` + 1
     when none does): one fewer is the second stage's way in."""
@@ -381,5 +387,5 @@ def certain(gain: RowTally, total: RowTally, *, focused: bool, gain_left: int, o
 
 __all__ = ["EXTRA_REPLICAS", "HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS",
            "Judgement", "Replicas", "RowTally", "binom_tail", "certain", "contexts_to_pass", "judge",
-           "judge_replicas", "judge_tallies", "may_replicate", "prefer_calibrated", "replica_bound", "replica_p",
-           "split", "stage_one_wins", "wins_needed"]
+           "judge_replicas", "judge_tallies", "may_close", "may_replicate", "prefer_calibrated", "replica_bound",
+           "replica_p", "split", "stage_one_wins", "wins_needed"]

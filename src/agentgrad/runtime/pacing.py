@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import anyio
 
@@ -32,6 +33,38 @@ from agentgrad.store.kinds import EventKind
 
 BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gate workers' work is waiting
 STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening meanwhile starts anyway
+
+
+@dataclass(frozen=True)
+class HeadScores:
+    """The head's known scores, for passing over tasks a rollout would only repeat a pass on.
+
+    Args:
+        head: the content hash of the head text.
+        text: the head text.
+        scores: the score cache's scores, keyed by (content hash, task id).
+        earlier: `NoiseWatch.earlier`: the score of the nearest earlier head on a task when every commit since was
+            for tasks far from it, else None.
+    """
+
+    head: str
+    text: str
+    scores: Mapping[tuple[str, str], float]
+    earlier: Callable[[str, str], float | None]
+
+    def scored(self, task_id: str) -> bool:
+        """True if the head has a cached score on the task (a rollout there would be a sure repeat)."""
+        return (self.head, task_id) in self.scores
+
+    def solved(self, task_id: str) -> bool:
+        """The head is known to solve the task (its cached score is 1) or, not scored there, the nearest earlier
+        head with a score solved it and every commit since was for tasks far from it (`earlier`): a rollout there
+        would most likely pass and propose nothing. Seen on a drawn world (development family, drawn8): 111 of 207
+        rollouts passed, 79 of them on tasks an earlier head solved before commits for other categories."""
+        score = self.scores.get((self.head, task_id))
+        if score is None:
+            score = self.earlier(self.text, task_id)
+        return score is not None and score >= 1.0
 
 
 class Pacing:
@@ -106,21 +139,10 @@ class Pacing:
             self._near = frozenset(pending.union(*(self.gate.neighbours(origin) for origin in pending)))
         return {*self.rolling, *self.awaiting, *self.parking.origins}.union(self._near)
 
-    def _solver(self) -> Callable[[str], bool]:
-        """`solved(task)`: the head is known to solve the task (its cached score is 1) or, not scored there, the
-        nearest earlier head with a score solved it and every commit since was for tasks far from it (`earlier`,
-        `NoiseWatch.earlier`): a rollout there would most likely pass and propose nothing. Seen on a drawn world
-        (development family, drawn8): 111 of 207 rollouts passed, 79 of them on tasks an earlier head solved
-        before commits for other categories."""
+    def _known(self) -> HeadScores:
+        """What is known of the head's scores now (`HeadScores`: read once per pick)."""
         text = self.head().text
-        head, scores = content_hash(text), self.cache.scores
-
-        def solved(task_id: str) -> bool:
-            score = scores.get((head, task_id))
-            if score is None:
-                score = self.earlier(text, task_id)
-            return score is not None and score >= 1.0
-        return solved
+        return HeadScores(content_hash(text), text, self.cache.scores, self.earlier)
 
     def _order(self, epoch: int) -> list[str]:
         """The seeded shuffle of the training tasks for `epoch`. A pick scans into the next epoch, and concurrent
@@ -142,7 +164,7 @@ class Pacing:
 
     def pick_task(self, index: int, avoid: Collection[str] = (), worker: int | None = None) -> str:
         """The training task for rollout number `index` (epochs of a seeded shuffle), passing over the tasks the
-        head is known or likely to solve (`_solver`: a rollout would only repeat a pass), the busy ones
+        head is known or likely to solve (`HeadScores.solved`: a rollout would only repeat a pass), the busy ones
         (`_busy`: in flight, or the origin of work without a verdict) and those in `avoid`; when every one is passed
         over, a `reserve` task that is not, else the fallback (`scan`). In section-parallel mode, only tasks of
         the sections `worker` owns."""
@@ -159,9 +181,9 @@ class Pacing:
         one not passed over from `index`'s position on, so consecutive rollouts on one head tend to come back to a
         failing task after a run of passed-over ones: another try where the base's scores are already known (kept
         against taking the free tasks round robin: development family 0.935 / 0.931 against 0.927 / 0.926, sync /
-        async). The fallback is the first task only likely solved (`_solver`; not scored on the head, so not a sure
-        repeat) that is not busy or in `avoid`, else the task at `index` itself."""
-        busy, solved = self._busy(), self._solver()
+        async). The fallback is the first task only likely solved (`HeadScores.solved`; not scored on the head, so
+        not a sure repeat) that is not busy or in `avoid`, else the task at `index` itself."""
+        busy, known = self._busy(), self._known()
         epoch, position = divmod(index, len(self.train))
         order = self._order(epoch)
         mine = None if self.sections is None or worker is None else set(self.sections.tasks_of(worker))
@@ -171,15 +193,14 @@ class Pacing:
             position %= len(order)
             after = order[:position]
         for task in itertools.chain(order[position:], after):
-            if task not in avoid and task not in busy and not solved(task):
+            if task not in avoid and task not in busy and not known.solved(task):
                 return task, order[position]
-        head, scores = content_hash(self.head().text), self.cache.scores
         unscored = (t for t in itertools.chain(order[position:], after)
-                    if t not in avoid and t not in busy and (head, t) not in scores)
-        return self._from_reserve(index, avoid, busy, solved), next(unscored, order[position])
+                    if t not in avoid and t not in busy and not known.scored(t))
+        return self._from_reserve(index, avoid, busy, known), next(unscored, order[position])
 
     def _from_reserve(self, index: int, avoid: Collection[str], busy: Collection[str],
-                      solved: Callable[[str], bool]) -> str | None:
+                      known: HeadScores) -> str | None:
         """A `reserve` task free for rollout number `index` (a seeded shuffle per pass, scanned from `index`), one
         the head is known to fail (a cached score below 1: the gate scores the head on validation tasks) before one
         not scored yet; or None."""
@@ -188,9 +209,8 @@ class Pacing:
         epoch, position = divmod(index, len(self.reserve))
         order = seeded_order(self.reserve, seed=self.config.seed, salt=f"reserve{epoch}")
         free = [t for t in itertools.chain(order[position:], order[:position])
-                if t not in avoid and t not in busy and not solved(t)]
-        head, scores = content_hash(self.head().text), self.cache.scores
-        return next((t for t in free if (head, t) in scores), free[0] if free else None)
+                if t not in avoid and t not in busy and not known.solved(t)]
+        return next((t for t in free if known.scored(t)), free[0] if free else None)
 
     def reused_rollout(self, worker: str, snapshot: Snapshot, task_id: str) -> Rollout | None:
         """The rollout of `snapshot` on `task_id` from the output the gate already has of it, or None."""
@@ -255,8 +275,8 @@ class Pacing:
 
     def _all_taken(self, tasks: Sequence[str]) -> bool:
         """True if each of `tasks` is being worked on or solved on the head."""
-        busy, solved = self._busy(), self._solver()
-        return all(t in busy or solved(t) for t in tasks)
+        busy, known = self._busy(), self._known()
+        return all(t in busy or known.solved(t) for t in tasks)
 
     def _figures(self) -> SplitFigures:
         rollouts = self.journal.counts["rollouts"] + self.journal.counts["reused_rollouts"]

@@ -27,7 +27,7 @@ from agentgrad.core.artifact import content_hash
 from agentgrad.core.diff import Diff
 from agentgrad.core.evidence import REPLICA_MARK, replica_context
 from agentgrad.optim.base import Candidate
-from agentgrad.optim.judge import REPLICA_WINS
+from agentgrad.optim.judge import may_close
 
 MARK = REPLICA_MARK
 SPARES = 16  # turned-down changes kept as possible siblings
@@ -115,10 +115,10 @@ class Parking:
     def close(self, final: bool = False) -> list[Candidate]:
         """Take out the `stranded` candidates (in the order parked), marked for their closing look
         (`Candidate.closing`): only when nothing still in flight could make a new head for them. `final`: the calls
-        are spent, so every waiting candidate with at least `REPLICA_WINS` contexts (fewer can never pass) is
+        are spent, so every waiting candidate that `may_close` (enough contexts to pass) is
         taken; the others stay waiting, undecided."""
         out = [replace(c, closing=True) for i, c in self.waiting.items()
-               if (len(c.evidence.replicas) >= REPLICA_WINS if final else i in self.stranded)]
+               if (may_close(len(c.evidence.replicas)) if final else i in self.stranded)]
         for candidate in out:
             del self.waiting[candidate.diff.id]
             self.siblings.pop(candidate.diff.id, None)

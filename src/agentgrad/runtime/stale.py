@@ -19,7 +19,7 @@ from agentgrad.core.diff import Diff, apply
 from agentgrad.core.evidence import Evidence
 from agentgrad.optim.aggregator import StepResult
 from agentgrad.optim.base import Candidate, Head
-from agentgrad.optim.judge import REPLICA_WINS, contexts_to_pass
+from agentgrad.optim.judge import contexts_to_pass, may_close
 from agentgrad.optim.staleness import lag_of, move_to_head
 from agentgrad.runtime.budget import OutOfBudget
 from agentgrad.runtime.config import StalePolicy
@@ -128,7 +128,7 @@ async def recheck(engine: Engine, candidate: Candidate, outcome: Outcome) -> Can
     if (outcome is Outcome.EXTEND and candidate.replicate) or candidate.evidence.replicas:
         # a re-check of replicated evidence on a new head is one more replica there (and its touched rows), or its
         # closing look once no context can be paid for
-        if calls_spent(engine) and len(candidate.evidence.replicas) >= REPLICA_WINS:
+        if calls_spent(engine) and may_close(len(candidate.evidence.replicas)):
             candidate = replace(candidate, closing=True)
         old = candidate.evidence.base_version
         changed = None if old is None else touched(engine, diff.artifact_id, old, proposed.snapshot.version)

@@ -140,17 +140,26 @@ def _can_continue(engine: Engine, held: int) -> bool:
     return not ("rollouts" in exhausted or "proposals" in exhausted or engine.idle())
 
 
+async def _step(engine: Engine, held: Work) -> tuple[list[Candidate], Work]:
+    """One round and its aggregator step: (the round's candidates, the work held for the next round). A step that
+    commits may be due a promotion check (`maybe_promote`)."""
+    round_no = engine.journal.counts["rounds"]
+    engine.journal.counts["rounds"] += 1
+    batch = await run_round(engine, round_no, held)
+    if not batch:
+        return batch, []
+    follow = follow_ups(engine, aggregate(engine, batch), batch)
+    await maybe_promote(engine)
+    return batch, follow
+
+
 async def _final_looks(engine: Engine, held: Work) -> None:
     """With the calls spent, one last step for the candidates replicating, `held` for their next context or
     waiting for one: their closing look (the design ends at the contexts they have, `runtime.stale.closing_looks`),
     decided on the evidence they have where that needs no call, else left undecided."""
     held = [(c, o) for c, o in held if c.closing] + closing_looks(engine)
     if held:
-        round_no = engine.journal.counts["rounds"]
-        engine.journal.counts["rounds"] += 1
-        batch = await run_round(engine, round_no, held)
-        if batch:
-            follow_ups(engine, aggregate(engine, batch), batch)
+        await _step(engine, held)
 
 
 async def run_sync(engine: Engine, pending: Work | None = None) -> None:
@@ -173,15 +182,9 @@ async def run_sync(engine: Engine, pending: Work | None = None) -> None:
                     held = closing_looks(engine)  # nothing else can make a context for the stranded ones
             if not _can_continue(engine, len(held)):
                 break
-            round_no = engine.journal.counts["rounds"]
-            engine.journal.counts["rounds"] += 1
             calls, had_work, rolled = engine.journal.calls, bool(held), _rollouts(engine)
-            batch = await run_round(engine, round_no, held)
-            held = []
-            if batch:
-                held = follow_ups(engine, aggregate(engine, batch), batch)
-                await maybe_promote(engine)
-            elif engine.journal.calls == calls and not had_work and _rollouts(engine) == rolled:
+            batch, held = await _step(engine, held)
+            if not batch and engine.journal.calls == calls and not had_work and _rollouts(engine) == rolled:
                 break  # nothing could be dispatched (e.g. the token or cost budget is spent)
             stalled = released and not batch and engine.journal.calls == calls
         if calls_spent(engine):
