@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -197,3 +199,23 @@ def test_a_short_run_with_more_held_candidates_than_calls_finishes_the_nearest(t
     assert result.usage.rollouts + result.usage.gate_evals <= 88
     audit = world.audit(result.artifact.text)
     assert audit["right"] >= 2 and audit["wrong"] == audit["junk"] == 0
+
+
+def test_a_candidate_held_for_more_evidence_counts_as_judged_once_at_its_final_verdict(tmp_path: Path) -> None:
+    """The split prices a proposal at the gate calls per judged proposal: counting each hold of a replicating
+    candidate as a verdict priced them at a fraction of their cost (104 calls, 16 workers, a world of rare
+    categories: 15 judged of 6 proposals, 5.4 calls each, and rollouts late in the run took the calls two
+    candidates one context from a pass needed)."""
+    world = ReferenceWorld(drawn.drawn(9, 4242))
+    agent = WorldAgent(world, median=0.0, sigma=0.0)
+    holds: list[str] = []
+
+    def listen(kind: str, payload: Mapping[str, Any]) -> None:
+        if kind == "decision" and payload["outcome"] == "extend":
+            holds.append(str(payload["diff_id"]))
+    result = evolve(agent.splits(), agent.reward, agent=agent, strategy=world.strategy, artifact=world.artifact,
+                    budget=Budget(calls=104), workers=Workers(rollout=16, propose=16, gate=16, slots=16),
+                    store=tmp_path / "run", seed=0, callbacks=[listen])
+    assert result.ok, result.error
+    assert len(holds) >= 5  # candidates held for more evidence, several times each
+    assert 0 < result.counts["judged"] <= result.counts["proposals"]

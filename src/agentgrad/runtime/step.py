@@ -63,7 +63,7 @@ def finish_step(engine: Engine, step: int, result: StepResult, versions: Sequenc
     engine.noise = engine.watch.flush(engine.noise.added(c.evidence for c in candidates if c.diff.id in final))
     for decision in result.decisions:
         engine.journal.counts[f"decision_{decision.outcome.value}"] += 1
-        engine.drop_open(decision.diff_id)
+        engine.drop_open(decision.diff_id, final=decision.outcome.final)
     engine.hold_open([c.diff for c in result.held])  # the store keeps only final verdicts
     for kept in result.held:  # still open: its origin's failure is still being acted on
         if kept.origin is not None:
