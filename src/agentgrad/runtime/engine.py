@@ -260,10 +260,11 @@ class Engine:
 
     def drop_open(self, diff_id: str, *, final: bool = True) -> None:
         """A diff got its verdict: it is no longer open (a candidate held for more evidence, not `final`, is held
-        again at once), and the rollouts made meanwhile count for no `idle`. Only a `final` verdict counts as a
-        proposal `judged`: the cost per proposal the split of the calls is priced at is gate calls per judged
-        proposal, and counting each hold of a replicating candidate too priced proposals at a fraction of their cost
-        (family 4242 drawn9: 15 judged of 6 proposals, 5.4 calls each)."""
+        again at once). Only a `final` verdict counts as a proposal `judged`, makes the rollouts made meanwhile
+        count for no `idle` and wakes the rollouts waiting for a verdict (`Pacing.settled`): the split of the calls
+        prices a proposal at the gate calls per judged proposal, and counting each hold of a replicating candidate
+        too priced proposals at a fraction of their cost (family 4242 drawn9: 15 judged of 6 proposals, 5.4 calls
+        each)."""
         self.pacing.forget_origin(diff_id)
         if self.open.drop(diff_id) is not None and final:
             self.journal.counts["judged"] += 1

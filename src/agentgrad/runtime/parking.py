@@ -115,8 +115,8 @@ class Parking:
     def close(self, final: bool = False) -> list[Candidate]:
         """Take out the `stranded` candidates (in the order parked), marked for their closing look
         (`Candidate.closing`): only when nothing still in flight could make a new head for them. `final`: the calls
-        are spent, so every waiting candidate that `may_close` (enough contexts to pass) is
-        taken; the others stay waiting, undecided."""
+        are spent, so every waiting candidate that `may_close` (enough contexts to pass) is taken; the others stay
+        waiting, undecided."""
         out = [replace(c, closing=True) for i, c in self.waiting.items()
                if (may_close(len(c.evidence.replicas)) if final else i in self.stranded)]
         for candidate in out:
