@@ -27,6 +27,7 @@ from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget, OutOfBudget
 from agentgrad.runtime.config import RunConfig, Staleness, StalePolicy, Workers
 from agentgrad.runtime.engine import Callback, Engine
 from agentgrad.runtime.evaluator import UserFunctions
+from agentgrad.runtime.frontier import frontier
 from agentgrad.runtime.result import Result, RunUsage
 from agentgrad.runtime.resume import restore
 from agentgrad.runtime.smalldata import gate_power
@@ -377,10 +378,11 @@ async def _finish(engine: Engine, splits: Splits, artifact: Artifact, run_dir: P
     if error is not None and test_ids:
         protocol += "; the run failed: the held-out reward was not measured"
     members = list(unpack(final.text)) if final.kind is Kind.LIBRARY else [artifact.id]
+    decisions = tuple(store.decisions(artifact_id=artifact.id))
     result = Result(final, _readable(engine.strategy.render(final.text)), learned, baseline, protocol,
-                    tuple(store.history(artifact.id)), usage, dict(engine.journal.counts),
-                    tuple(store.decisions(artifact_id=artifact.id)), run_dir, error, engine.accounts.meter.budget,
-                    {m: store.artifact(m) for m in members}, {m: tuple(store.history(m)) for m in members})
+                    tuple(store.history(artifact.id)), usage, dict(engine.journal.counts), decisions, run_dir,
+                    error, engine.accounts.meter.budget, {m: store.artifact(m) for m in members},
+                    {m: tuple(store.history(m)) for m in members}, frontier(decisions, store.evidence))
     engine.journal.emit(EventKind.FINISHED, {"ok": result.ok, "test_reward": learned, "baseline": baseline})
     store.close()  # writes the journal's deferred events, catches the git mirror up
     return result

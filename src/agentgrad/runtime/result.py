@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgrad.core.artifact import Artifact, Version
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.runtime.budget import DEFAULT_BUDGET, Budget
+
+if TYPE_CHECKING:
+    from agentgrad.runtime.frontier import FrontierEntry  # its module reads the judge's constants (scipy)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Result:
         artifacts: each learned artifact by id: the one artifact, or a library's members (then `artifact` is
             the packed library and `rendered` shows each member's rendered text under a ``=== id ===`` line).
         histories: each artifact's committed versions, by id.
+        frontier: the examples that only changes the run did not commit won, and those changes, the most rows
+            won first (`runtime.frontier`).
     """
 
     artifact: Artifact
@@ -78,6 +83,7 @@ class Result:
     budget: Budget | None = None
     artifacts: Mapping[str, Artifact] = field(default_factory=dict)
     histories: Mapping[str, tuple[Version, ...]] = field(default_factory=dict, repr=False)
+    frontier: tuple[FrontierEntry, ...] = field(default=(), repr=False)
 
     @property
     def ok(self) -> bool:
@@ -110,8 +116,21 @@ class Result:
         unused = "" if calls is None else \
             f"; {max(0, calls - self.usage.run_calls)} of its {calls} calls unused"
         idle = self.counts.get("idle_stop_rollouts", self.counts.get("idle_rollouts", 0))
-        return (f"stopped early: {idle} rollouts brought no proposal (the training "
-                f"tasks they ran pass on the head: add training tasks the agent fails to learn more){unused}\n")
+        repeats = sum(self.counts.get(k, 0) for k in ("tabu_skips", "in_flight_duplicates", "no_op_proposals"))
+        why = "the training tasks they ran pass on the head" + (
+            f", or their proposals repeated changes already judged or changed nothing ({repeats} in the run)"
+            if repeats else "")
+        more = "add training tasks the agent fails" + (
+            ", or validation tasks like the frontier's examples," if self.frontier else "")
+        return f"stopped early: {idle} rollouts brought no proposal to judge ({why}: {more} to learn more){unused}\n"
+
+    def _frontier(self) -> str:
+        """A line naming the first examples only changes not committed won ("" if there are none)."""
+        if not self.frontier:
+            return ""
+        shown = "; ".join(e.describe() for e in self.frontier[:3])
+        more = f"; and {len(self.frontier) - 3} more (result.frontier)" if len(self.frontier) > 3 else ""
+        return f"frontier: {len(self.frontier)} example(s) won only by changes not committed: {shown}{more}\n"
 
     def summary(self) -> str:
         """A few lines a person can read."""
@@ -124,7 +143,7 @@ class Result:
         budget = "" if self.budget is None else f"budget: {self.budget.describe()}" + (
             " (the default: pass budget= to change it)" if self.budget == DEFAULT_BUDGET else "") + "\n"
         return (f"run {status}\nheld-out reward ({self.protocol}): {held_out}\n{budget}{self._stopped()}"
-                f"versions: {self._versions()}; verdicts: {mix}\n"
+                f"versions: {self._versions()}; verdicts: {mix}\n{self._frontier()}"
                 f"usage: {self.usage.rollouts} rollouts, {self.usage.proposals} proposals, "
                 f"{self.usage.gate_evals} gate evals ({self.usage.gate_share:.0%} of run calls), "
                 f"{self.usage.wall_time:.1f} s" + (f" (+ {self.usage.held_out_time:.1f} s held-out scoring)"

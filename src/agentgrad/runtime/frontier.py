@@ -1,0 +1,94 @@
+"""The per-example frontier: the examples that only changes the run did not commit won, and those changes.
+
+GEPA keeps every candidate that scores best on some validation example, however it does on average, so that a
+candidate which solves what nothing else solves is not lost. A run of agentgrad commits its changes to one head,
+where the wins of every committed change add up; what such a frontier would keep beyond the head is the changes
+that won examples no committed change won, without the evidence to be committed (too few examples like their
+origin, a replication the run's versions or calls cut short, the budget's end). During the run they are kept: a
+promising one is held and scored on more tasks and later heads, its evidence kept (`runtime.parking`), and the
+turned-down ones serve as other candidates' fresh contexts. At its end the run lists them here, example by example
+(`Result.frontier`, and a line of `Result.summary`): what more validation tasks like those examples, or a longer
+run, could still teach.
+
+A change is on the frontier when its last verdict is neither a commit nor a part of one (fused), it was not found
+harmful (the acceptance test's harm check, or a revert), and its evidence has a row it won (candidate above base)
+on an example that no committed change's evidence won. A replica row counts for its origin task. One row won is
+one observation, not proof: a change with no effect wins a row now and then by the answer noise alone, which is
+why each entry says how many rows its changes won.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.evidence import Evidence, replica_origin
+from agentgrad.optim.judge import HARM
+
+_SETTLED = (Outcome.ACCEPTED, Outcome.FUSED, Outcome.REVERTED, Outcome.DUPLICATE, Outcome.TABU)
+
+
+@dataclass(frozen=True)
+class FrontierEntry:
+    """An example that no committed change won, and the changes not committed that won it.
+
+    Args:
+        task_id: the example (a gate task; for a replica, its origin task).
+        diff_ids: the changes that won it, the most rows won first.
+        wins: the rows those changes won on it, in all (a replica row in each context counts once).
+    """
+
+    task_id: str
+    diff_ids: tuple[str, ...]
+    wins: int
+
+    def describe(self) -> str:
+        """One line: the example, its changes and the rows they won."""
+        return f"{self.task_id} by {', '.join(self.diff_ids)} ({self.wins} row(s) won)"
+
+
+def _last_verdicts(decisions: Iterable[Decision]) -> dict[str, Decision]:
+    last: dict[str, Decision] = {}
+    for decision in decisions:
+        last[decision.diff_id] = decision
+    return last
+
+
+def _won(evidence: Evidence) -> dict[str, int]:
+    """The rows `evidence` won, per example (a replica row counted for its origin task)."""
+    won: dict[str, int] = {}
+    for row in evidence.rows:
+        if row.delta > 0:
+            task = replica_origin(row.task_id) if row.task_id in evidence.replicas else row.task_id
+            won[task] = won.get(task, 0) + 1
+    return won
+
+
+def _member(decision: Decision) -> bool:
+    """True when a diff with this last verdict may be on the frontier: not committed, not part of a commit, not
+    harmful, not a copy of another diff."""
+    return decision.outcome not in _SETTLED and decision.numbers.get("harm_p", 1.0) >= HARM
+
+
+def frontier(decisions: Iterable[Decision], evidence: Callable[[str], Evidence]) -> tuple[FrontierEntry, ...]:
+    """The frontier of a run from its verdicts (oldest first) and the evidence stored with each diff.
+
+    Entries come the most rows won first, then by example id; `evidence` is read only for the diffs that were
+    committed and for those that may be on the frontier.
+    """
+    last = _last_verdicts(decisions)
+    committed: set[str] = set()
+    for diff_id, decision in last.items():
+        if decision.outcome is Outcome.ACCEPTED:
+            committed.update(_won(evidence(diff_id)))
+    by_task: dict[str, dict[str, int]] = {}
+    for diff_id, decision in last.items():
+        if not _member(decision):
+            continue
+        for task, rows in _won(evidence(diff_id)).items():
+            if task not in committed:
+                by_task.setdefault(task, {})[diff_id] = rows
+    entries = [FrontierEntry(task, tuple(sorted(won, key=lambda d: (-won[d], d))), sum(won.values()))
+               for task, won in by_task.items()]
+    return tuple(sorted(entries, key=lambda e: (-e.wins, e.task_id)))
