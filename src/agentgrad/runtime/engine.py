@@ -76,17 +76,9 @@ class Engine:
         self.sections = SectionOwners.of(tasks, train, config.workers.rollout) if config.parallel == "sections" \
             else None
         self.store, self.aggregator = store, aggregator
-        self.accounts = Accounts(self.journal, Ledger(budget), Caller(
-            threads=config.workers.threads, timeout=config.timeout, clock=clock, inline_reward=config.inline_reward))
-        self.run_slots = Slots(config.workers.run_slots)
-        self.propose_slots = Slots(config.workers.propose)
-        self.estimator = DurationEstimator()
         self.promotion = Promotion(max(1, config.promote_every))
         self.promotion_due = False
-        self.health = RunHealth(config.workers.run_slots, self.journal.counts)
-        self.evaluator = Evaluator(tasks=tasks, strategy=strategy, user=user, config=config, accounts=self.accounts,
-                                   slots=self.run_slots, estimator=self.estimator, journal=self.journal,
-                                   health=self.health, policy=lambda: self.policy)
+        self._make_calls(budget)
         self.cache = ScoreCache(self._score)
         self.delta = delta_schedule(config.acceptance.delta)
         self.pool = self.val + (self.train if config.gate.widened(len(self.val)) else [])  # tasks the gate may score
@@ -107,6 +99,21 @@ class Engine:
                              train=self.train, sections=self.sections, head=lambda: self.head,
                              policy=lambda: self.policy, earlier=self.watch.earlier,
                              reserve=self.val if self.pool != self.val else ())  # the pool takes training tasks too
+
+    def _make_calls(self, budget: Budget) -> None:
+        """The calls' side of the run: the budget's accounts, the slots, the durations seen, the run's health
+        and the evaluator that makes every call of the user's functions through them."""
+        config = self.config
+        self.accounts = Accounts(self.journal, Ledger(budget), Caller(
+            threads=config.workers.threads, timeout=config.timeout, clock=self.clock,
+            inline_reward=config.inline_reward))
+        self.run_slots = Slots(config.workers.run_slots)
+        self.propose_slots = Slots(config.workers.propose)
+        self.estimator = DurationEstimator()
+        self.health = RunHealth(config.workers.run_slots, self.journal.counts)
+        self.evaluator = Evaluator(tasks=self.tasks, strategy=self.strategy, user=self.user, config=config,
+                                   accounts=self.accounts, slots=self.run_slots, estimator=self.estimator,
+                                   journal=self.journal, health=self.health, policy=lambda: self.policy)
 
     def _make_gate(self, budget: Budget) -> Gate:
         """The acceptance gate on this run's pool, scoring through the cache, with the noise estimate and the
