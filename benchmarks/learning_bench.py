@@ -158,6 +158,8 @@ def run_agentgrad(job: Job, w: ReferenceWorld, agent: WorldAgent, trace: Trace) 
             "rollouts": usage.rollouts, "gate_evals": usage.gate_evals, "proposals": usage.proposals,
             "verdicts": dict(verdicts(w, run.ops, run.verdicts)),
             "right_rejections": dict(right_rejections(w, run.ops, run.verdicts)),
+            "frontier": dict(Counter(classify(w, run.ops.get(d))
+                                     for d in {d for e in run.result.frontier for d in e.diff_ids})),
             "counts": {k: run.result.counts.get(k, 0) for k in COUNTS}}
 
 

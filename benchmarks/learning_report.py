@@ -67,19 +67,23 @@ def cell(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Cells keyed ``world/workers/system``, and agentgrad's verdict tallies per system."""
+    """Cells keyed ``world/workers/system``, and agentgrad's verdict tallies per system (and what the changes left
+    on its runs' frontiers held: right rules, junk, ...)."""
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["world"], row["workers"], row["system"]), []).append(row)
     verdicts: dict[str, Counter[str]] = {}
     evidence: dict[str, Counter[str]] = {}
+    frontier: dict[str, Counter[str]] = {}
     for row in rows:
         verdicts.setdefault(row["system"], Counter()).update(row.get("verdicts", {}))
         evidence.setdefault(row["system"], Counter()).update(row.get("right_rejections", {}))
+        frontier.setdefault(row["system"], Counter()).update(row.get("frontier", {}))
     return {"cells": {f"{w}/{n}/{s}": {"world": w, "workers": n, "system": s, **cell(g)}
                       for (w, n, s), g in groups.items()},
             "verdicts": {s: dict(c.most_common()) for s, c in verdicts.items() if c},
-            "right_rejections": {s: dict(c.most_common()) for s, c in evidence.items() if c}}
+            "right_rejections": {s: dict(c.most_common()) for s, c in evidence.items() if c},
+            "frontier": {s: dict(c.most_common()) for s, c in frontier.items() if c}}
 
 
 def _compare(ours: list[tuple[dict[str, Any], dict[str, Any]]], acc: str, gain: str) -> dict[str, Any]:
@@ -318,6 +322,10 @@ def tables(summary: Mapping[str, Any], checks: Mapping[str, Any], top: int = 8) 
         if common:
             out.append("- evidence of the right rules the acceptance test rejected (wins-losses/n: count): "
                        + ", ".join(f"{k}: {v}" for k, v in common))
+        left = summary.get("frontier", {}).get(system)
+        if left:
+            out.append("- changes left on the runs' frontiers (`Result.frontier`), by what they held: "
+                       + ", ".join(f"{k}: {v}" for k, v in left.items()))
     return "\n".join(out)
 
 

@@ -27,7 +27,7 @@ NOT_A_STORE: dict[str, tuple[Callable[[Path], object], str]] = {
     "empty file": (lambda p: p.write_bytes(b""), "holds no agentgrad store"),
     "another SQLite file": (_foreign, "is not an agentgrad store: an SQLite database of something else"),
 }
-COMMANDS = [["status"], ["log"], ["show"], ["why", "d1"], ["promote"], ["report"], ["resume"]]
+COMMANDS = [["status"], ["log"], ["show"], ["why", "d1"], ["frontier"], ["promote"], ["report"], ["resume"]]
 
 
 def _one_error_line(result: Result, code: int) -> str:

@@ -7,8 +7,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from agentgrad.core.decision import Outcome
+from agentgrad.runtime.frontier import frontier
 from agentgrad.store.sqlite import SQLiteStore
 from tests.cli.helpers import ARTIFACT, check_consistent, cli, cli_process, dispatched, events, json_lines, world_config
+from tests.service.support import NEAR_MISS, add_near_miss
 
 
 def test_run_finishes_with_a_summary_and_a_consistent_store(finished_run: Path) -> None:
@@ -81,6 +84,22 @@ def test_diff_is_the_unified_diff_of_the_stored_texts(finished_run: Path) -> Non
     assert out.splitlines()[0] == f"--- {ARTIFACT}@v0"
     assert "are the same" in cli("diff", finished_run, "1", "v1").stdout
     assert cli("diff", finished_run, "0", "latest").exit_code == 2
+
+
+def test_frontier_lists_the_examples_only_changes_not_committed_won(finished_run: Path) -> None:
+    near = add_near_miss(finished_run, ARTIFACT)
+    with SQLiteStore(finished_run, git=False) as store:
+        expected = frontier(store.decisions(artifact_id=ARTIFACT), store.evidence)
+        last = {d.diff_id: d.outcome for d in store.decisions()}
+    assert {e.task_id for e in expected if e.diff_ids == (near,)} == set(NEAR_MISS)
+    info = json.loads(cli("frontier", finished_run, "--json").stdout)
+    assert info == {"artifact": ARTIFACT, "frontier": [
+        {"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in expected]}
+    assert all(last[d] is not Outcome.ACCEPTED for e in expected for d in e.diff_ids)
+    text = cli("frontier", finished_run).stdout
+    assert f"{len(expected)} example(s) won only by changes not committed" in text
+    assert all(e.describe() in text for e in expected)
+    assert cli("frontier", finished_run, "--artifact", "nope").exit_code == 1
 
 
 def test_why_shows_the_evidence_and_numbers_of_an_accepted_diff(finished_run: Path) -> None:

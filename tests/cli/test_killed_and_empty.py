@@ -13,8 +13,8 @@ from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
 from tests.cli.helpers import ARTIFACT, check_consistent, cli, dispatched, events, world_config
 
-COMMANDS = [["resume"], ["status"], ["log"], ["show"], ["diff", "0", "1"], ["why", "p000001"], ["promote"],
-            ["export", "DEST"], ["report"], ["cancel"]]
+COMMANDS = [["resume"], ["status"], ["log"], ["show"], ["diff", "0", "1"], ["why", "p000001"], ["frontier"],
+            ["promote"], ["export", "DEST"], ["report"], ["cancel"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])

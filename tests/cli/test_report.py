@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 from matplotlib import image
 
+from agentgrad.runtime.frontier import frontier
 from agentgrad.store.sqlite import SQLiteStore
 from tests.cli.helpers import ARTIFACT, cli, dispatched, events
+from tests.service.support import NEAR_MISS, add_near_miss
 
 
 def _report(run_dir: Path, out: Path) -> tuple[bytes, str, dict[str, Any]]:
@@ -67,6 +69,18 @@ def test_report_series_match_the_store_and_the_log(finished_run: Path, tmp_path:
     finished = events(finished_run, ["finished"])[-1][1]
     assert [p["reward"] for p in data["reward"]["held_out"]] == [finished["baseline"], finished["test_reward"]]
     assert data["reward"]["held_out"][-1]["rollouts"] == dispatched(finished_run, "rollouts")
+
+
+def test_the_report_carries_the_runs_frontier_as_data_and_a_table(finished_run: Path, tmp_path: Path) -> None:
+    add_near_miss(finished_run, ARTIFACT)
+    _, page, data = _report(finished_run, tmp_path / "r")
+    with SQLiteStore(finished_run, git=False) as store:
+        expected = frontier(store.decisions(artifact_id=ARTIFACT), store.evidence)
+    assert set(NEAR_MISS) <= {e.task_id for e in expected}
+    assert data["frontier"] == [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins}
+                                for e in expected]
+    table = page.split("<h2>Frontier</h2>", 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == len(expected) + 1 and all(e.task_id in table for e in expected)
 
 
 def test_throughput_and_activity_account_for_every_call(finished_run: Path, tmp_path: Path) -> None:

@@ -141,13 +141,15 @@ def _run(world: ReferenceWorld, store: Path, *, calls: int, workers: int,
 def test_a_rare_rule_with_no_context_left_is_committed_by_its_closing_look(asynchronous: bool, tmp_path: Path) -> None:
     # Held-out family, drawn5: algebra has one training task and no validation task. Its rule won the three
     # contexts the run could make; the run stopped for lack of proposals with it undecided and over half of its 220
-    # calls unused (three right rules). Its closing look commits it.
+    # calls unused (three right rules). With closing looks it is committed: by its own closing look at first, and
+    # since a held candidate keeps the version it was proposed on out of its contexts (`OpenDiffs.drop`), in a
+    # change fused with another replicating rule, their replicas pooled.
     world = ReferenceWorld(drawn.drawn(5, drawn.HELD_OUT))
     result, reasons = _run(world, tmp_path / "run", calls=220, workers=4, asynchronous=asynchronous)
     assert world.right_rule("algebra") in result.artifact.text
     assert world.audit(result.artifact.text) == {"right": 4, "wrong": 0, "junk": 0}
     assert result.counts["closing_looks"] >= 1
-    assert asynchronous or any("all the run had (a closing look" in r for r in reasons)  # async: the order varies
+    assert any("replication of its origin task" in r for r in reasons)
 
 
 def test_a_rule_whose_contexts_the_budget_cut_short_is_committed_by_its_closing_look_at_the_end(

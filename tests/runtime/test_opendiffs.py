@@ -49,6 +49,22 @@ def test_a_diff_is_born_on_the_version_it_was_first_held_on_and_a_resumed_run_do
     assert open_.born(diff.id) is None
 
 
+def test_a_diff_held_again_after_a_verdict_that_is_not_final_keeps_the_version_it_was_born_on() -> None:
+    """A held candidate is dropped and held again at every step, rebased when the head moved: it must still be
+    known as born on the version its origin task was picked on for failing (before, it took the rebased version,
+    and the version it was proposed on could serve as a fresh context for its replication)."""
+    open_ = OpenDiffs()
+    diff = Diff("skill", 1, (Op.add("rule", "- a: use method 1"),), author="w1")
+    open_.hold([diff])
+    rebased = Diff("skill", 2, diff.ops, author="w1", id=diff.id)
+    assert open_.drop(diff.id, final=False) == diff
+    open_.hold([rebased])
+    assert open_.born(diff.id) == 1
+    open_.drop(diff.id)
+    open_.hold([rebased])  # a final verdict forgets it: the same id held afresh is born on its base
+    assert open_.born(diff.id) == 2
+
+
 def test_a_shelved_diff_stays_open_but_no_longer_counts_as_worked_on_until_held_again() -> None:
     open_ = OpenDiffs()
     first, second = _diff("- a: use method 1", "w1"), _diff("- b: use method 2", "w1")

@@ -15,7 +15,7 @@ from agentgrad.errors import ConfigError
 from agentgrad.runtime.sections import SectionOwners, worker_index
 from agentgrad.store.sqlite import SQLiteStore
 from agentgrad.strategies.sections import Sections
-from agentgrad.testing.sections_world import propose, reward, run, tasks
+from agentgrad.testing.sections_world import TOPICS, propose, reward, run, tasks
 
 
 def _greedy(text: str, task: Task, output: Any, score: float) -> str:
@@ -36,7 +36,9 @@ def _evolve(tmp_path: Path, asynchronous: bool) -> Any:
 def test_workers_roll_out_and_edit_only_their_own_sections(tmp_path: Path, asynchronous: bool) -> None:
     result = _evolve(tmp_path, asynchronous)
     assert result.ok, result.error
-    assert result.test_reward is not None and result.test_reward > 0.8  # every section's rule, or all but one
+    right = [t for i, t in enumerate(TOPICS) if f"## {t}\nsee policy {i + 1}\n" in result.artifact.text]
+    assert len(right) >= len(TOPICS) - 1  # every section's rule, or all but one (one with too few contexts)
+    assert result.test_reward is not None and result.test_reward >= 0.6
     owners = SectionOwners.of({t.id: t for t in WORLD}, [t.id for t in WORLD], 4)
     with SQLiteStore(result.run_dir, git=False) as store:
         rollouts = store.journal.read(["rollout"])

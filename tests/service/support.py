@@ -11,9 +11,14 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from agentgrad.core.decision import Decision, Outcome
+from agentgrad.core.diff import Diff
+from agentgrad.core.evidence import Evidence, Row
+from agentgrad.core.ops import Op
 from agentgrad.service.app import build_service, create_app
 from agentgrad.service.auth import TokenBook, TokenEntry, hash_token
 from agentgrad.service.settings import Settings
+from agentgrad.store.sqlite import SQLiteStore
 
 ARTIFACT = "skills/solver"
 WRITE_TOKEN, READ_TOKEN, ONE_JOB_TOKEN = "w-" + "a" * 40, "r-" + "b" * 40, "o-" + "c" * 40
@@ -139,3 +144,19 @@ def live_server(home: Path, *, tokens: Sequence[TokenEntry] = TOKENS, **override
         server.should_exit = True
         thread.join(timeout=20)
         service.jobs.close()
+
+
+NEAR_MISS = ("near-1", "near-2", "near-3")
+
+
+def add_near_miss(run_dir: Path, artifact: str) -> str:
+    """Record in a finished run's store a change turned down with a win on each of three focus tasks no commit won
+    (`NEAR_MISS`): the run's frontier then holds them. Returns the change's id."""
+    diff = Diff(artifact, 0, (Op.add("rule", "- near: use method 9"),), author="a test's near miss")
+    evidence = Evidence((*(Row(t, 0.0, 1.0) for t in NEAR_MISS), Row("near-4", 0.0, 0.0)),
+                        focus=(*NEAR_MISS, "near-4"))
+    decision = Decision(diff.id, artifact, Outcome.REJECTED, "accept", "not significant (a near miss)",
+                        {"harm_p": 1.0})
+    with SQLiteStore(run_dir, git=False) as store:
+        store.record(diff, evidence, decision)
+    return diff.id

@@ -8,9 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agentgrad.core.decision import Outcome
+from agentgrad.runtime.frontier import frontier
 from agentgrad.store.events import EventLog
 from agentgrad.store.sqlite import SQLiteStore
-from tests.service.support import ARTIFACT, auth
+from tests.service.support import ARTIFACT, NEAR_MISS, add_near_miss, auth
 
 Finished = tuple[TestClient, str, Path]
 
@@ -73,6 +74,18 @@ def test_a_committed_diff_renders_as_the_unified_diff_of_its_version_and_why_is_
     assert version.diff_id in [d["id"] for d in listed["items"]] and listed["total"] == len(listed["items"])
 
 
+def test_the_frontier_is_the_one_the_store_gives_and_names_changes_not_committed(finished: Finished) -> None:
+    api, job_id, run_dir = finished
+    near = add_near_miss(run_dir, ARTIFACT)
+    with SQLiteStore(run_dir, git=False) as store:
+        expected = frontier(store.decisions(), store.evidence)
+        last = {d.diff_id: d.outcome for d in store.decisions()}
+    served = api.get(f"/api/runs/{job_id}/frontier", params={"artifact": ARTIFACT}, headers=auth()).json()["items"]
+    assert served == [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in expected]
+    assert {e["task_id"] for e in served if e["diff_ids"] == [near]} == set(NEAR_MISS)
+    assert all(last[d] is not Outcome.ACCEPTED for e in served for d in e["diff_ids"])
+
+
 def test_usage_and_rewards_report_budgets_stages_and_the_reward_curve(finished: Finished) -> None:
     api, job_id, run_dir = finished
     usage = api.get(f"/api/runs/{job_id}/usage", headers=auth()).json()
@@ -112,6 +125,7 @@ def test_promote_moves_stable_to_dev(finished: Finished) -> None:
     ("/api/runs/{job}/versions", {}, 422),
     ("/api/runs/{job}/diffs/nope", {}, 404),
     ("/api/runs/{job}/why/nope", {}, 404),
+    ("/api/runs/{job}/frontier", {"artifact": "unknown"}, 404),
     ("/api/runs/{job}/decisions", {"outcome": "maybe"}, 422),
     ("/api/nothing-here", {}, 404),
 ])

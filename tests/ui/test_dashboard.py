@@ -9,7 +9,7 @@ from functools import partial
 import httpx
 import pytest
 
-from tests.service.support import WRITE_TOKEN, auth, wait_for, world
+from tests.service.support import ARTIFACT, NEAR_MISS, WRITE_TOKEN, add_near_miss, auth, wait_for, world
 from tests.ui.conftest import Session
 
 pytestmark = pytest.mark.slow
@@ -70,6 +70,17 @@ def test_a_run_started_from_the_ui_streams_decisions_cancels_resumes_and_explain
     assert page.locator("#why pre.diff span.add").count() >= 1
     assert page.locator("#why-decisions li").count() >= 1
     session.shot("run-why")
+
+    near = add_near_miss(session.home / "runs" / job_id, ARTIFACT)  # the run has finished: no writer holds it
+    page.reload()
+    with httpx.Client(base_url=session.url, headers=auth()) as api:
+        frontier = api.get(f"/api/runs/{job_id}/frontier").json()["items"]
+    assert {e["task_id"] for e in frontier if e["diff_ids"] == [near]} == set(NEAR_MISS)
+    wait_for(lambda: page.text_content("#frontier-count") == str(len(frontier)), timeout=10, what="the frontier")
+    assert page.locator("#frontier tbody tr").count() == len(frontier)
+    page.locator("#frontier a.diff-id", has_text=near).first.click()
+    page.wait_for_function("id => document.getElementById('why-diff')?.textContent.includes(id)", arg=near)
+    session.shot("run-frontier")
 
     page.click("#artifacts a")
     page.wait_for_selector("#lineage")

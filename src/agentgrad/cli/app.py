@@ -1,5 +1,5 @@
-"""The `agentgrad` command line (typer): run, resume, status, log, show, diff, why, promote, export, fsck, report,
-cancel.
+"""The `agentgrad` command line (typer): run, resume, status, log, show, diff, why, frontier, promote, export, fsck,
+report, cancel.
 
 `import agentgrad` never imports this module; the commands import the runtime, rich and matplotlib only when they
 need them, so `agentgrad status` stays quick.
@@ -20,6 +20,7 @@ app.command()(inspecting.log)
 app.command()(inspecting.show)
 app.command()(inspecting.diff)
 app.command()(inspecting.why)
+app.command()(inspecting.frontier)
 app.command()(library.promote)
 app.command()(library.export)
 app.command()(library.fsck)

@@ -1,7 +1,7 @@
 """`agentgrad report`: a PNG of six plots (matplotlib, no display needed) and one self-contained HTML file.
 
-The HTML embeds the PNG (base64), tables of the lineage, the decision mix and the budget, and the report's data as
-JSON in ``<script type="application/json" id="data">``, so it can be read back by a script.
+The HTML embeds the PNG (base64), tables of the lineage, the decision mix, the frontier and the budget, and the
+report's data as JSON in ``<script type="application/json" id="data">``, so it can be read back by a script.
 """
 
 from __future__ import annotations
@@ -113,12 +113,13 @@ def _number(value: Any) -> str:
 
 
 def render_html(data: dict[str, Any], png: bytes) -> str:
-    """One self-contained HTML page: the plots, three tables and the data as JSON."""
+    """One self-contained HTML page: the plots, four tables and the data as JSON."""
     lineage = [[f"v{r['version']}", r["diff"] or "(start)", "; ".join(r.get("ops", [])), r.get("reason", ""),
                 _number(r.get("t"))] for r in data["lineage"]]
     mix = [[k, v] for k, v in sorted(data["decisions"].items())] + \
         [[f"no diff: {k}", v] for k, v in sorted(data["not_proposed"].items())]
     usage = [[k, _number(v["used"]), _number(v["limit"])] for k, v in data["usage"].items()]
+    frontier = [[r["task_id"], ", ".join(r["diff_ids"]), r["wins"]] for r in data.get("frontier", [])]
     payload = json.dumps(data, sort_keys=True).replace("</", "<\\/")
     title = html.escape(f"agentgrad report: {data['run_dir']}")
     return f"""<!DOCTYPE html>
@@ -133,6 +134,8 @@ duration: {data['duration']:.1f} s · {html.escape(str(data.get('protocol') or '
     base64.b64encode(png).decode('ascii')}">
 <h2>Lineage</h2>{_table(["version", "diff", "change", "why accepted", "t (s)"], lineage)}
 <h2>Decision mix</h2>{_table(["outcome", "count"], mix)}
+<h2>Frontier</h2><p>Examples that only changes not committed won (one row won is one observation, not proof).</p>
+{_table(["example", "changes", "rows won"], frontier)}
 <h2>Budget</h2>{_table(["kind", "used", "limit"], usage)}
 <script type="application/json" id="data">{payload}</script>
 </body></html>

@@ -134,6 +134,15 @@ def _decisions(target: RunDir, artifact: str | None) -> tuple[dict[str, int], st
     return dict(Counter(latest.values())), (ids[0] if len(ids) == 1 else None)
 
 
+def _frontier(target: RunDir, artifact: str | None) -> list[dict[str, Any]]:
+    """The run's per-example frontier (`runtime.frontier`), JSON-ready."""
+    from agentgrad.runtime.frontier import frontier  # the judge's constants import scipy
+
+    with target.store() as store:
+        found = frontier(store.decisions(artifact_id=artifact), store.evidence)
+    return [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in found]
+
+
 def collect(target: RunDir) -> dict[str, Any]:
     """Everything the report shows, JSON-ready."""
     with target.events() as log:
@@ -156,6 +165,7 @@ def collect(target: RunDir) -> dict[str, Any]:
         "activity": _activity(events, t0, span, stats.slots),
         "decisions": mix, "not_proposed": dict(stats.proposal_failed),
         "lineage": _lineage(target, artifact, stats, t0),
+        "frontier": _frontier(target, artifact),
         "usage": {k: {"used": used[k], "limit": stats.limit(k)} for k in LIMITS[:-1]},
         "resumes": [e.at - t0 for e in events if e.kind == "resumed"],
     }

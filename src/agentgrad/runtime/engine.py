@@ -271,9 +271,9 @@ class Engine:
         count for no `idle` and wakes the rollouts waiting for a verdict (`Pacing.settled`): the split of the calls
         prices a proposal at the gate calls per judged proposal, and counting each hold of a replicating candidate
         too priced proposals at a fraction of their cost (family 4242 drawn9: 15 judged of 6 proposals, 5.4 calls
-        each)."""
+        each). A held diff keeps the version it was born on (`OpenDiffs.drop`)."""
         self.pacing.forget_origin(diff_id)
-        if self.open.drop(diff_id) is not None and final:
+        if self.open.drop(diff_id, final=final) is not None and final:
             self.journal.counts["judged"] += 1
             self.journal.counts["idle_rollouts"] = 0
             self.pacing.settled()

@@ -57,10 +57,13 @@ class OpenDiffs:
         version = self._born.get(diff_id, -1)
         return None if version < 0 else version
 
-    def drop(self, diff_id: str) -> Diff | None:
-        """A diff got its final verdict; the diff, if it was open."""
+    def drop(self, diff_id: str, *, final: bool = True) -> Diff | None:
+        """A diff got its verdict; the diff, if it was open. A verdict that is not `final` (the diff is held again
+        at once, perhaps rebased onto a later head) keeps the version it was born on: the version its origin task
+        was picked on for failing stays one the replication test never takes as a fresh context."""
         diff = self._diffs.pop(diff_id, None)
-        self._born.pop(diff_id, None)
+        if final:
+            self._born.pop(diff_id, None)
         self._shelved.discard(diff_id)
         if diff is not None and self._prints.get(fingerprint(diff)) == diff_id:
             del self._prints[fingerprint(diff)]

@@ -314,8 +314,10 @@ class Pacing:
         (each solved on the head or being worked on) and diffs wait for their verdict, a rollout could only repeat a
         task the head solves or one being worked on, so the worker waits for a verdict instead (it may move the head
         or free a task), the candidates waiting to replicate placed first (`wind_down`); None when a wait ended
-        with a rollout no longer allowed (`explore_allowed`). With nothing waiting, or after `STUCK_WAITS` waits
-        with nothing happening, the task at `index` itself. Seen at one worker: 116 rollouts on one head repeated
+        with a rollout no longer allowed (`explore_allowed`) after a call or a verdict. With nothing waiting, or
+        after `STUCK_WAITS` waits with nothing happening (the rollout goes ahead, as `explore_turn`'s does: a
+        candidate stranded for want of a context keeps its origin task busy, and its closing look waits for the
+        rollouts to stop), the task at `index` itself. Seen at one worker: 116 rollouts on one head repeated
         tasks it solves, while sync, whose rounds hold rollouts back while work is pending, repeated none."""
         seen, still = (self.journal.calls, self.journal.counts["judged"]), 0
         while True:
@@ -326,10 +328,10 @@ class Pacing:
                 wind_down()
             self.journal.counts["task_waits"] += 1
             await self.until_settled()
-            if not self.explore_allowed(worker=worker):
-                return None
             now = (self.journal.calls, self.journal.counts["judged"])
             still, seen = (still + 1, seen) if now == seen else (0, now)
+            if not still and not self.explore_allowed(worker=worker):
+                return None
 
     async def until_settled(self) -> None:
         """Wait until some diff gets its final verdict, a few call durations at most."""

@@ -134,6 +134,18 @@ class DecisionPage(Page):
     items: list[dict[str, Any]]
 
 
+class FrontierOut(BaseModel):
+    """An example only changes not committed won: those changes (the most rows won first) and the rows won."""
+
+    task_id: str
+    diff_ids: list[str]
+    wins: int
+
+
+class FrontierList(BaseModel):
+    items: list[FrontierOut]
+
+
 class Why(BaseModel):
     diff: dict[str, Any]
     evidence: dict[str, Any]

@@ -1,5 +1,6 @@
 """What a run directory holds, JSON-ready, for the API and the dashboard: its artifacts and versions, diffs and
-decisions (with evidence), budget use, throughput and in-flight work, and rewards over time.
+decisions (with evidence), the per-example frontier, budget use, throughput and in-flight work, and rewards over
+time.
 
 Everything is read through the store's and the event log's public, read-only API (`RunDir.store`,
 `RunDir.events`), so it works on a running, finished or killed run and writes nothing.
@@ -14,6 +15,7 @@ from agentgrad.cli.rundir import RunDir
 from agentgrad.cli.stats import LIMITS, RUN_KINDS, STAGES, RunStats
 from agentgrad.cli.status import StatsReader, read_stats
 from agentgrad.core.decision import Outcome
+from agentgrad.runtime.frontier import frontier as run_frontier
 from agentgrad.service.errors import not_found
 from agentgrad.service.rendering import unified
 from agentgrad.store.codec import summarise
@@ -109,6 +111,16 @@ def diff_view(target: RunDir, diff_id: str) -> dict[str, Any]:
     text = "" if made is None else unified(base, made, f"v{diff.base_version}", after)
     outcome = info["decisions"][-1]["outcome"] if info["decisions"] else None
     return {"diff": info["diff"], "version": info["version"], "outcome": outcome, "unified": text, "note": note}
+
+
+def frontier(target: RunDir, *, artifact_id: str | None) -> list[dict[str, Any]]:
+    """The examples only changes not committed won, and those changes (`runtime.frontier`): of one artifact's
+    diffs, or of every diff of the run."""
+    with target.store() as store:
+        if artifact_id is not None:
+            check_artifact(store, artifact_id)
+        found = run_frontier(store.decisions(artifact_id=artifact_id), store.evidence)
+    return [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in found]
 
 
 def why(target: RunDir, diff_id: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`status`, `log`, `show`, `diff` and `why`: read a run directory (finished, running or left by a killed process)."""
+"""`status`, `log`, `show`, `diff`, `why` and `frontier`: read a run directory (finished, running or left by a killed
+process)."""
 
 from __future__ import annotations
 
@@ -189,3 +190,25 @@ def why(run_dir: RunDirArg, diff_id: Annotated[str, typer.Argument(metavar="DIFF
     else:
         _print_why(info)
 
+
+
+@guarded
+def frontier(run_dir: RunDirArg, artifact: ArtifactOpt = None, as_json: Json = False) -> None:
+    """The examples only changes the run did not commit won, and those changes (the most rows won first): what
+    more validation tasks like them, or a longer run, could still decide. `agentgrad why` tells each change's
+    story."""
+    from agentgrad.runtime.frontier import frontier as run_frontier  # the judge's constants import scipy
+
+    target = RunDir(run_dir)
+    with target.store() as store:
+        chosen = pick_artifact(store, artifact)
+        found = run_frontier(store.decisions(artifact_id=chosen), store.evidence)
+    rows = [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in found]
+    if as_json:
+        emit_json({"artifact": chosen, "frontier": rows})
+        return
+    if not found:
+        say(f"{chosen}: no example that only a change not committed won")
+        return
+    say("\n".join([f"{chosen}: {len(found)} example(s) won only by changes not committed "
+                    "(one row won is one observation, not proof)"] + [f"  {e.describe()}" for e in found]))

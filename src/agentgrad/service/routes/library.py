@@ -1,5 +1,5 @@
-"""What one run's store and log hold: artifacts, versions, diffs (rendered), decisions with their evidence, why a
-diff went its way, budget use and rewards."""
+"""What one run's store and log hold: artifacts, versions, diffs (rendered), decisions with their evidence, the
+per-example frontier, why a diff went its way, budget use and rewards."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from agentgrad.service.models import (
     DiffPage,
     DiffSummary,
     DiffView,
+    FrontierList,
+    FrontierOut,
     JobId,
     Limit,
     Offset,
@@ -66,6 +68,13 @@ def decisions(service: ServiceDep, who: Reader, job_id: JobId, outcome: OutcomeQ
     rows, total = reading.decisions(service.run_dir(job_id), outcome=outcome, artifact_id=artifact, limit=limit,
                                     offset=offset)
     return DecisionPage(items=rows, total=total, limit=limit, offset=offset)
+
+
+@router.get("/frontier", response_model=FrontierList,
+            summary="The examples only changes not committed won, and those changes")
+def frontier(service: ServiceDep, who: Reader, job_id: JobId, artifact: OptionalArtifact = None) -> FrontierList:
+    rows = reading.frontier(service.run_dir(job_id), artifact_id=artifact)
+    return FrontierList(items=[FrontierOut(**r) for r in rows])
 
 
 @router.get("/why/{diff_id}", response_model=Why, summary="Why a diff went its way")

@@ -178,11 +178,26 @@ function renderArtifacts(job, artifacts) {
     ` dev v${a.dev} · stable v${a.stable}`)));
 }
 
-async function refreshRun(job) {
-  const [run, usage, rewards, artifacts] = await Promise.all([
+function renderFrontier(job, frontier) {
+  const rows = frontier.items.map((entry) => el("tr", {},
+    el("td", {}, entry.task_id),
+    el("td", {}, ...entry.diff_ids.flatMap((id, i) => {
+      const link = el("a", { href: "#why-card", class: "diff-id" }, id);
+      link.addEventListener("click", () => showWhy(job, id));
+      return i ? [", ", link] : [link];
+    })),
+    el("td", {}, String(entry.wins))));
+  document.querySelector("#frontier tbody").replaceChildren(...rows);
+  document.getElementById("frontier-count").textContent = String(rows.length);
+}
+
+async function refreshRun(job, frontier = false) {
+  const [run, usage, rewards, artifacts, found] = await Promise.all([
     api(`/api/runs/${job}`), api(`/api/runs/${job}/usage`).catch(() => null),
-    api(`/api/runs/${job}/rewards`).catch(() => null), api(`/api/runs/${job}/artifacts`).catch(() => null)]);
+    api(`/api/runs/${job}/rewards`).catch(() => null), api(`/api/runs/${job}/artifacts`).catch(() => null),
+    frontier ? api(`/api/runs/${job}/frontier`).catch(() => null) : null]);  // on events only: it reads evidence
   renderJob(run.job);
+  if (found) renderFrontier(job, found);
   if (artifacts) renderArtifacts(job, artifacts);
   if (usage) { renderUsage(usage); document.getElementById("seq").textContent = String(usage.seq); }
   if (rewards) drawRewards(document.getElementById("rewards"), rewards);
@@ -193,7 +208,7 @@ function initRun() {
   const job = document.body.dataset.job;
   let source = null;
   let timer = null;
-  const refresh = () => refreshRun(job).catch((error) => flash(String(error.message || error)));
+  const refresh = () => refreshRun(job, true).catch((error) => flash(String(error.message || error)));
   const watch = () => {
     if (source) source.close();
     source = openStream(job, refresh);
