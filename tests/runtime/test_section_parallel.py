@@ -72,3 +72,16 @@ def test_section_mode_needs_every_task_to_name_its_section() -> None:
 def test_an_unknown_parallel_mode_is_refused() -> None:
     with pytest.raises(ConfigError, match="parallel"):
         RunConfig(parallel="pipeline-ish")
+
+
+def test_a_candidate_stranded_for_want_of_a_context_gets_its_closing_look_without_a_wait(tmp_path: Path) -> None:
+    """Asynchronous, section-parallel: one section's rule won the two fresh contexts the run could make and waits
+    for a third. Its origin is the last task its worker owns that the head fails, so that worker's tasks are all
+    taken, and with nothing in flight no verdict can free one: the rollouts go ahead (they find the head solving
+    their tasks), the run stops for want of proposals, and the candidate takes its closing look. Before, the worker
+    waited for a free task without end (an earlier rebase made the version the rule was proposed on a third
+    context, which hid this)."""
+    result = _evolve(tmp_path, True)
+    assert result.ok, result.error
+    assert result.counts["closing_looks"] >= 1 and result.counts["idle_stops"] == 1
+    assert result.counts.get("explore_unstuck", 0) == 0 and result.counts.get("task_waits", 0) < 25

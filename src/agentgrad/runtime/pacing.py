@@ -234,17 +234,17 @@ class Pacing:
         """True if one more rollout (beside `extra` about to start) fits the division of `Budget.calls` between
         exploring and judging (`runtime.split`; with `parked`, the calls the candidates waiting to replicate may
         still need are kept too), and the gate is not behind (fewer than `BACKLOG` times its workers of proposals
-        waiting or on their way); always True when calls are not limited. In section-parallel mode, `worker` waits
-        while each of its own tasks is busy or solved (its rollout could only repeat one)."""
+        waiting or on their way); always True when calls are not limited. While each open task (in section-parallel
+        mode, each of `worker`'s own) is busy or solved and something is in flight, the rollout waits for it (it could
+        only repeat a task); with nothing in flight no verdict would end the wait."""
         if self.accounts.meter.budget.calls is None:
             return True
-        if self.sections is not None and worker is not None and self._all_taken(self.sections.tasks_of(worker)):
-            return False
         queued = self.open.active - len(self.parking)  # parked ones wait for a context, shelved ones for nothing
         if self._gate_behind(queued, extra):
             return False  # a proposal made now would wait, and be judged on a stale head
         in_flight = queued + self.exploring + extra + len(self.awaiting)
-        if in_flight and self._all_taken(self.tasks()):
+        mine = self.tasks() if self.sections is None or worker is None else self.sections.tasks_of(worker)
+        if in_flight and self._all_taken(mine):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
         kept = replication_reserve(self.parking.replica_counts(),
                                    out=self.parking.out_for_replication(self.open)) if parked else 0.0
@@ -326,6 +326,8 @@ class Pacing:
                 return fallback if found is None else found
             if wind_down is not None and len(self.parking):
                 wind_down()
+            if not self.open.active - len(self.parking) + self.exploring + len(self.awaiting):
+                return fallback  # only candidates waiting for a context are open: no verdict can end a wait
             self.journal.counts["task_waits"] += 1
             await self.until_settled()
             now = (self.journal.calls, self.journal.counts["judged"])
