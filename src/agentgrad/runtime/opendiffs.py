@@ -60,7 +60,8 @@ class OpenDiffs:
     def drop(self, diff_id: str, *, final: bool = True) -> Diff | None:
         """A diff got its verdict; the diff, if it was open. A verdict that is not `final` (the diff is held again
         at once, perhaps rebased onto a later head) keeps the version it was born on: the version its origin task
-        was picked on for failing stays one the replication test never takes as a fresh context."""
+        was picked on for failing stays one the replication test never takes as a fresh context (its text there is
+        the one the screen scored: a replica would repeat the screen's win)."""
         diff = self._diffs.pop(diff_id, None)
         if final:
             self._born.pop(diff_id, None)
