@@ -136,11 +136,10 @@ def _decisions(target: RunDir, artifact: str | None) -> tuple[dict[str, int], st
 
 def _frontier(target: RunDir, artifact: str | None) -> list[dict[str, Any]]:
     """The run's per-example frontier (`runtime.frontier`), JSON-ready."""
-    from agentgrad.runtime.frontier import frontier  # the judge's constants import scipy
+    from agentgrad.runtime.frontier import stored_frontier  # the judge's constants import scipy
 
     with target.store() as store:
-        found = frontier(store.decisions(artifact_id=artifact), store.evidence)
-    return [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in found]
+        return [e.to_dict() for e in stored_frontier(store, artifact)]
 
 
 def collect(target: RunDir) -> dict[str, Any]:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from agentgrad.core.decision import Decision, Outcome
 from agentgrad.core.evidence import Evidence, replica_origin
 from agentgrad.optim.judge import HARM, REPLICA_WINS, split
+from agentgrad.store.protocol import Store
 
 _SETTLED = (Outcome.ACCEPTED, Outcome.FUSED, Outcome.REVERTED, Outcome.DUPLICATE, Outcome.TABU)
 
@@ -46,16 +48,13 @@ class FrontierEntry:
     diff_ids: tuple[str, ...]
     wins: int
 
+    def to_dict(self) -> dict[str, Any]:
+        """The entry, JSON-ready (the CLI's ``--json``, the service, the report)."""
+        return {"task_id": self.task_id, "diff_ids": list(self.diff_ids), "wins": self.wins}
+
     def describe(self) -> str:
         """One line: the example, its changes and the rows they won."""
         return f"{self.task_id} by {', '.join(self.diff_ids)} ({self.wins} row(s) won)"
-
-
-def _last_verdicts(decisions: Iterable[Decision]) -> dict[str, Decision]:
-    last: dict[str, Decision] = {}
-    for decision in decisions:
-        last[decision.diff_id] = decision
-    return last
 
 
 def _won(evidence: Evidence, *, anywhere: bool = False) -> dict[str, int]:
@@ -82,7 +81,7 @@ def frontier(decisions: Iterable[Decision], evidence: Callable[[str], Evidence])
     Entries come the most rows won first, then by example id; `evidence` is read only for the diffs that were
     committed and for those that may be on the frontier.
     """
-    last = _last_verdicts(decisions)
+    last = {decision.diff_id: decision for decision in decisions}
     committed: set[str] = set()
     for diff_id, decision in last.items():
         if decision.outcome is Outcome.ACCEPTED:
@@ -98,3 +97,8 @@ def frontier(decisions: Iterable[Decision], evidence: Callable[[str], Evidence])
     entries = [FrontierEntry(task, tuple(sorted(won, key=lambda d: (-won[d], d))), sum(won.values()))
                for task, won in by_task.items()]
     return tuple(sorted(entries, key=lambda e: (-e.wins, e.task_id)))
+
+
+def stored_frontier(store: Store, artifact_id: str | None = None) -> tuple[FrontierEntry, ...]:
+    """The frontier of the run a store holds: of one artifact's diffs, or (None) of every diff."""
+    return frontier(store.decisions(artifact_id=artifact_id), store.evidence)

@@ -239,17 +239,25 @@ class Pacing:
         only repeat a task); with nothing in flight no verdict would end the wait."""
         if self.accounts.meter.budget.calls is None:
             return True
-        queued = self.open.active - len(self.parking)  # parked ones wait for a context, shelved ones for nothing
+        queued = self._queued()
         if self._gate_behind(queued, extra):
             return False  # a proposal made now would wait, and be judged on a stale head
-        in_flight = queued + self.exploring + extra + len(self.awaiting)
         mine = self.tasks() if self.sections is None or worker is None else self.sections.tasks_of(worker)
-        if in_flight and self._all_taken(mine):
+        if self._in_flight(extra) and self._all_taken(mine):
             return False  # every open task is being worked on: a verdict will free one (or show it solved)
         kept = replication_reserve(self.parking.replica_counts(),
                                    out=self.parking.out_for_replication(self.open)) if parked else 0.0
         return may_explore(self._figures(), calls_left=self.accounts.meter.remaining("calls"), waiting=queued,
                            exploring=self.exploring + extra, parked=kept)
+
+    def _queued(self) -> int:
+        """Open diffs a worker holds or will take up, but the parked ones (they wait for a context)."""
+        return self.open.active - len(self.parking)
+
+    def _in_flight(self, extra: int = 0) -> int:
+        """Work that could still bring a verdict: queued diffs, rollouts (and `extra` about to start), and failed
+        rollouts waiting for their proposal."""
+        return self._queued() + self.exploring + extra + len(self.awaiting)
 
     def _gate_behind(self, queued: int, extra: int) -> bool:
         """True if a rollout now (beside `extra`) would bring a proposal the gate cannot judge on this head: in
@@ -326,7 +334,7 @@ class Pacing:
                 return fallback if found is None else found
             if wind_down is not None and len(self.parking):
                 wind_down()
-            if not self.open.active - len(self.parking) + self.exploring + len(self.awaiting):
+            if not self._in_flight():
                 return fallback  # only candidates waiting for a context are open: no verdict can end a wait
             self.journal.counts["task_waits"] += 1
             await self.until_settled()

@@ -15,7 +15,7 @@ from agentgrad.cli.rundir import RunDir
 from agentgrad.cli.stats import LIMITS, RUN_KINDS, STAGES, RunStats
 from agentgrad.cli.status import StatsReader, read_stats
 from agentgrad.core.decision import Outcome
-from agentgrad.runtime.frontier import frontier as run_frontier
+from agentgrad.runtime.frontier import stored_frontier
 from agentgrad.service.errors import not_found
 from agentgrad.service.rendering import unified
 from agentgrad.store.codec import summarise
@@ -119,8 +119,7 @@ def frontier(target: RunDir, *, artifact_id: str | None) -> list[dict[str, Any]]
     with target.store() as store:
         if artifact_id is not None:
             check_artifact(store, artifact_id)
-        found = run_frontier(store.decisions(artifact_id=artifact_id), store.evidence)
-    return [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in found]
+        return [e.to_dict() for e in stored_frontier(store, artifact_id)]
 
 
 def why(target: RunDir, diff_id: str) -> dict[str, Any]:

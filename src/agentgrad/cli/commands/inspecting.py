@@ -197,15 +197,14 @@ def frontier(run_dir: RunDirArg, artifact: ArtifactOpt = None, as_json: Json = F
     """The examples only changes the run did not commit won, and those changes (the most rows won first): what
     more validation tasks like them, or a longer run, could still decide. `agentgrad why` tells each change's
     story."""
-    from agentgrad.runtime.frontier import frontier as run_frontier  # the judge's constants import scipy
+    from agentgrad.runtime.frontier import stored_frontier  # the judge's constants import scipy
 
     target = RunDir(run_dir)
     with target.store() as store:
         chosen = pick_artifact(store, artifact)
-        found = run_frontier(store.decisions(artifact_id=chosen), store.evidence)
-    rows = [{"task_id": e.task_id, "diff_ids": list(e.diff_ids), "wins": e.wins} for e in found]
+        found = stored_frontier(store, chosen)
     if as_json:
-        emit_json({"artifact": chosen, "frontier": rows})
+        emit_json({"artifact": chosen, "frontier": [e.to_dict() for e in found]})
         return
     if not found:
         say(f"{chosen}: no example that only a change not committed won")
