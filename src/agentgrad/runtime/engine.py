@@ -176,14 +176,14 @@ class Engine:
             return used[0].text
 
         self.pacing.rollout_started(task_id)
-        try:
+        try:  # the task stays busy until its score is known (a worker woken at its end must not repeat it)
             outcome = await self.evaluator.hedged_run("rollouts", snapshot.text, task_id,
                                                       late=None if refresh is None else fresh)
+            snapshot = used[0]
+            reward = await self.evaluator.reward(task_id, outcome)
+            self.cache.put(snapshot.text, task_id, reward)
         finally:
             self.pacing.rollout_ended(task_id)
-        snapshot = used[0]
-        reward = await self.evaluator.reward(task_id, outcome)
-        self.cache.put(snapshot.text, task_id, reward)
         self.watch.scored(snapshot.text, task_id, reward)
         self.journal.log_soon(EventKind.ROLLOUT, {"task": task_id, "version": snapshot.version, "reward": reward,
                                           "worker": worker})
