@@ -33,6 +33,7 @@ class GatePlan:
         self.known = known or (lambda text: ())
         self.seed, self.margin, self.prior = seed, margin, prior
         self._neighbours: dict[str, tuple[str, ...]] = {}
+        self._cuts: dict[str, float] = {}  # origin -> the median similarity of the pool to it (`far`)
 
     def plan(self, base_text: str, base_version: int, origin: str | None,
              looks: int = 1) -> tuple[list[str], list[str]]:
@@ -121,8 +122,13 @@ class GatePlan:
         if origin is None or self.locality is None:
             return list(rest)
         near = self.locality.similarities(origin)
-        values = sorted(near.get(t, 0.0) for t in self.pool if t != origin)
-        cut = values[len(values) // 2] if values else 0.0
+        cut = self._cuts.get(origin)
+        if cut is None:  # remembered per origin: rollouts ask it of every commit's origins for every task they pass
+            values = sorted(near.get(t, 0.0) for t in self.pool if t != origin)
+            cut = values[len(values) // 2] if values else 0.0
+            if len(self._cuts) >= 4096:
+                self._cuts.clear()
+            self._cuts[origin] = cut
         return [t for t in rest if t != origin and near.get(t, 0.0) <= cut]
 
 

@@ -39,27 +39,42 @@ class NoiseWatch:
         self.screens: list[tuple[float, float]] = []  # (base, candidate) on a screened proposal's origin task
         self.seen: set[tuple[int, str]] = set()
         self.screened_keys: set[tuple[str, str]] = set()  # (candidate text hash, task) of the screens kept
+        self._chains: dict[tuple[str, int], list[tuple[str, tuple[str, ...]]]] = {}  # `_chain`, until a commit
 
     def committed(self, version: int, text: str, parent: str, origins: Collection[str]) -> None:
         """Note a commit: `text` (version `version`) made from `parent` by a change proposed from `origins`
         (empty when unknown: then nothing is far, and the commit gives no pairs)."""
         self.lineage[content_hash(text)] = (version, parent, tuple(origins))
+        self._chains.clear()
 
     def earlier(self, text: str, task_id: str, depth: int = EARLIER_DEPTH) -> float | None:
         """The cached score of `task_id` on the nearest earlier head (at most `depth` commits back) that has one, as
         long as the task is far from the origins of every commit since that head; else None. What a head likely
         scores where it was not scored itself: the commits since were for other tasks."""
-        for _ in range(depth):
-            entry = self.lineage.get(content_hash(text))
-            if entry is None:
-                return None
-            _, text, origins = entry
+        for parent, origins in self._chain(text, depth):
             if not origins or any(not self.far(origin, [task_id]) for origin in origins):
                 return None
-            score = self.lookup(text, task_id)
+            score = self.lookup(parent, task_id)
             if score is not None:
                 return score
         return None
+
+    def _chain(self, text: str, depth: int) -> list[tuple[str, tuple[str, ...]]]:
+        """The texts before `text` (at most `depth` commits back) and the origins of the commit made from each,
+        remembered until the next commit: rollouts ask `earlier` of every task they pass over."""
+        chain = self._chains.get((text, depth))
+        if chain is None:
+            chain, at = [], text
+            for _ in range(depth):
+                entry = self.lineage.get(content_hash(at))
+                if entry is None:
+                    break
+                _, at, origins = entry
+                chain.append((at, origins))
+            if len(self._chains) >= 256:
+                self._chains.clear()
+            self._chains[(text, depth)] = chain
+        return chain
 
     def scored(self, text: str, task_id: str, score: float) -> None:
         """A score was just computed; keep it as a noise pair if it qualifies."""
