@@ -45,6 +45,17 @@ def test_an_earlier_heads_score_stands_for_the_head_only_across_commits_for_othe
     assert watch.earlier("v0", "t5") is None  # the first head has no earlier one
 
 
+def test_what_an_earlier_head_scored_is_looked_up_anew_after_a_commit() -> None:
+    """`earlier` remembers each head's chain of commits until the next commit: asked before a head's commit is
+    known, and again after, it sees the commit."""
+    watch = _watch({("v0", "t5"): 1.0})
+    assert watch.earlier("v1", "t5") is None  # v1 is no known head yet
+    watch.committed(1, "v1", "v0", ["t0"])
+    assert watch.earlier("v1", "t5") == 1.0
+    watch.committed(2, "v2", "v1", ["t9"])  # a commit for another task
+    assert watch.earlier("v2", "t5") == 1.0 and watch.earlier("v1", "t5") == 1.0
+
+
 def test_screens_wait_for_the_step_and_are_counted_once() -> None:
     watch = _watch({})
     watch.screened(0.0, 1.0)
