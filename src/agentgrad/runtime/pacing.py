@@ -35,6 +35,25 @@ BACKLOG = 2  # under `Budget.calls`, rollouts wait while this many times the gat
 STUCK_WAITS = 25  # a rollout waiting this many turns with nothing happening meanwhile starts anyway
 
 
+class _Signal:
+    """Wakes every task waiting on it (`fire`), and can be waited on again afterwards; a wait lasts `timeout`
+    seconds at most."""
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+
+    def fire(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self, timeout: float) -> None:
+        if self._event is None:
+            self._event = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await self._event.wait()
+
+
 @dataclass(frozen=True)
 class HeadScores:
     """The head's known scores, for passing over tasks a rollout would only repeat a pass on.
@@ -99,9 +118,9 @@ class Pacing:
         self._near: frozenset[str] | None = None  # the tasks like those origins (`Gate.neighbours`), while unchanged
         self.awaiting: Counter[str] = Counter()  # tasks whose failed rollout waits for its proposal (async)
         self._epochs: dict[int, list[str]] = {}
-        self._settled: anyio.Event | None = None
-        self._moved: anyio.Event | None = None
-        self.changes = 0  # wakes so far: a wait that ended on one saw something happen
+        self._settled = _Signal()  # a final verdict (`until_settled`)
+        self._moved = _Signal()  # anything a rollout worker's turn depends on (`_wake`)
+        self._changes = 0  # wakes so far: a wait that ended on one saw something happen
 
     def rollout_started(self, task_id: str) -> None:
         self.exploring += 1
@@ -230,18 +249,14 @@ class Pacing:
 
     def settled(self) -> None:
         """A diff got its final verdict: wake what waits for one (`until_settled`) and the rollout workers."""
-        if self._settled is not None:
-            self._settled.set()
-            self._settled = None
+        self._settled.fire()
         self._wake()
 
     def _wake(self) -> None:
         """Something a rollout worker's turn depends on changed (a verdict, a rollout's end, a proposal made or
         not): the workers waiting in `explore_turn` or `task_turn` look again at once."""
-        self.changes += 1
-        if self._moved is not None:
-            self._moved.set()
-            self._moved = None
+        self._changes += 1
+        self._moved.fire()
 
     def explore_allowed(self, extra: int = 0, worker: int | None = None, *, parked: bool = True) -> bool:
         """True if one more rollout (beside `extra` about to start) fits the division of `Budget.calls` between
@@ -355,21 +370,19 @@ class Pacing:
 
     def _progress(self) -> tuple[int, int, int]:
         """Calls made, diffs judged and wakes so far: unchanged over a wait, nothing happened during it."""
-        return self.journal.calls, self.journal.counts["judged"], self.changes
+        return self.journal.calls, self.journal.counts["judged"], self._changes
 
     async def _until_moved(self) -> None:
         """Wait until a rollout worker's turn may have changed (`_wake`), a few call durations at most. Until
         2026-12-07 only a final verdict woke a worker: one that waited for a failed rollout's proposal, which came
         to nothing or went to the gate, sat out the four call durations with the run idle (at one worker, 38% of
         the wall time of a drawn world's run)."""
-        if self._moved is None:
-            self._moved = anyio.Event()
-        with anyio.move_on_after(max(0.005, 4 * self.estimator.overall)):
-            await self._moved.wait()
+        await self._moved.wait(self._patience())
 
     async def until_settled(self) -> None:
         """Wait until some diff gets its final verdict, a few call durations at most."""
-        if self._settled is None:
-            self._settled = anyio.Event()
-        with anyio.move_on_after(max(0.005, 4 * self.estimator.overall)):
-            await self._settled.wait()
+        await self._settled.wait(self._patience())
+
+    def _patience(self) -> float:
+        """How long a wait lasts at most: four mean call durations (5 ms at least)."""
+        return max(0.005, 4 * self.estimator.overall)
