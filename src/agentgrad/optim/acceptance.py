@@ -33,6 +33,10 @@ look from 5 wins (0.51^5 = 0.0345 <= 0.035), and on its second from 7; by replic
 0.015), on 3 full wins in at most 5 fresh contexts while the noise bound q_r is at most 0.06, on 4 up to 0.16, and
 on 5 of 5 up to the cap of 1/4; one full win short after 5, 3 more contexts follow, and 1 win in them passes while
 q_r is at most 0.10 (after 3 of 5) or 0.19 (after 4 of 5), 2 up to 0.14 or 0.25.
+
+A change proposed again (the same fingerprint) after an earlier proposal of it was scored in other contexts is
+judged on the contexts of all its proposals by an e-process instead (`optim.pooled`), at the level its own test
+would have had.
 """
 
 from __future__ import annotations
@@ -45,10 +49,11 @@ from typing import Any
 from agentgrad.core._checks import integer, is_integer, number
 from agentgrad.core.artifact import Layer
 from agentgrad.core.decision import Decision, Outcome
-from agentgrad.core.evidence import Evidence, replica_origin
+from agentgrad.core.evidence import Evidence, Row, replica_origin
 from agentgrad.errors import StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
-from agentgrad.optim.judge import Judgement, judge, may_replicate
+from agentgrad.optim.judge import REPLICA_SHARE, Judgement, judge, may_replicate
+from agentgrad.optim.pooled import Replays, judge_pooled, may_go_on
 from agentgrad.optim.schedules import Schedule, delta_schedule
 from agentgrad.optim.stats import SIGN_TEST_PRIOR, check_margin, check_prior
 
@@ -96,25 +101,28 @@ class AcceptanceState:
     held: Mapping[str, int] = field(default_factory=dict)
     replicated: Mapping[str, int] = field(default_factory=dict)
     since_accepted: int = 0
+    replays: Replays = field(default_factory=Replays)
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{name: dict(getattr(self, name)) for name in _COUNTS}, "since_accepted": self.since_accepted}
+        return {**{name: dict(getattr(self, name)) for name in _COUNTS}, "since_accepted": self.since_accepted,
+                "replays": self.replays.to_dict()}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> AcceptanceState:
         """Read `to_dict` output back, refusing anything malformed (`StateDictError`); `replicated` and
-        `since_accepted` may be missing (a state dict from before they were kept)."""
-        if not isinstance(data, Mapping) or set(data) - {*_COUNTS, "since_accepted"}:
+        `since_accepted` and `replays` may be missing (a state dict from before they were kept)."""
+        if not isinstance(data, Mapping) or set(data) - {*_COUNTS, "since_accepted", "replays"}:
             raise StateDictError(f"{STAGE}: unexpected state dict {data!r}")
         since = data.get("since_accepted", 0)
         if not is_integer(since, low=0):
             raise StateDictError(f"{STAGE}: 'since_accepted' must be a non-negative int, got {since!r}")
         accepted, rejected, held, replicated = (_load_counts(data, name) for name in _COUNTS)
-        return cls(accepted, rejected, held, replicated, since)
+        replays = Replays.load(data["replays"]) if "replays" in data else Replays()
+        return cls(accepted, rejected, held, replicated, since, replays)
 
     def tried(self, evidence: Evidence) -> int:
         """For evidence with replica rows, how many candidates failed the replication test before it, counted
@@ -215,6 +223,17 @@ def _shared(decision: Decision, tried: int) -> Decision:
     return replace(decision, reason=decision.reason + share, numbers={**decision.numbers, "replication_tried": tried})
 
 
+def _pooled_look(state: AcceptanceState, candidate: Candidate, post: Judgement, risk: float, ctx: Context
+                 ) -> tuple[Judgement, tuple[list[Row], int] | None, AcceptanceState]:
+    """(the judgement, by the pooled test across its change's proposals when that is its test (`optim.pooled`);
+    its rows and how many are new since the test began, or None; the state with the candidate's replica rows
+    kept)."""
+    pooled = state.replays.rows_for(candidate, ctx.noise)
+    if pooled is not None:
+        post = judge_pooled(post, pooled[0], alpha=risk * REPLICA_SHARE, noise=ctx.noise)
+    return post, pooled, replace(state, replays=state.replays.seen(candidate, ctx.noise))
+
+
 def _rank(entry: tuple[Candidate, Judgement]) -> tuple[float, float, str]:
     candidate, post = entry
     return post.p_value, -(post.total.wins - post.total.losses), candidate.diff.id
@@ -268,11 +287,15 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
                 and not candidate.evidence.replicas and post.total.wins > post.total.losses
                 and 1.0 - post.p_value >= promise)
 
-    def replicable(candidate: Candidate, post: Judgement, ctx: Context, risk: float) -> bool:
-        """Held (again) for the replication test (module doc)."""
+    def replicable(candidate: Candidate, post: Judgement, ctx: Context, risk: float,
+                   pooled: tuple[list[Row], int] | None) -> bool:
+        """Held (again) for the replication test (module doc), or the pooled one (`pooled`: its rows, and how many
+        are new to its change since the proposal's test began)."""
         evidence = candidate.evidence
         if post.harmful or candidate.origin is None or candidate.shows_origin or candidate.closing:
             return False
+        if pooled is not None:
+            return may_go_on(pooled[0], own=pooled[1], alpha=post.delta, noise=ctx.noise)
         if evidence.replicas:
             return may_replicate(evidence, delta=risk, noise=ctx.noise)
         return candidate.looks < looks
@@ -288,11 +311,12 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
             risk /= 1 + tried  # the replication test's level, spent over the candidates that failed it (module doc)
             post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior,
                          closing=candidate.closing)
+            post, pooled, state = _pooled_look(state, candidate, post, risk, ctx)
             decision = _judge(candidate, post, head, min_examples, promising(candidate, post))
             if decision is None:
                 passers.append((candidate, post))
             elif decision.outcome is Outcome.REJECTED and head.layer is not Layer.L0 \
-                    and replicable(candidate, post, ctx, risk):
+                    and replicable(candidate, post, ctx, risk, pooled):
                 verdicts[candidate.diff.id] = (replace(candidate, replicate=True),
                                                _shared(_replicating(candidate, post), tried))
             else:

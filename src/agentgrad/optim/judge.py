@@ -60,7 +60,7 @@ the tasks it has not scored yet (`certain`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scipy.special import betainc
@@ -163,6 +163,10 @@ class Judgement:
             gain = (f"replication of its origin task in {done} fresh contexts{closed}: "
                     f"{self.gain.wins:.4g} wins, {self.gain.losses:.4g} losses, against noise <= {self.noise_win:.3f}"
                     f" a context: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
+        elif self.test == "pooled":  # `optim.pooled`
+            gain = (f"replication across the proposals of this change: {self.gain.wins:.4g} full wins in "
+                    f"{self.gain.n} distinct contexts against noise <= {self.noise_win:.3f} a context: e "
+                    f"{'<= 1' if self.p_value >= 1 else f'= {1 / self.p_value:.3g}'} vs >= {1 / self.delta:.4g} needed")
         elif self.test == "calibrated":
             gain = (f"{self.gain.wins:.4g} wins on {where} ({self.gain.win_room:.4g} the base failed) against noise "
                     f"<= {self.noise_win:.3f}: p = {self.p_value:.2g} vs < {self.delta:.4g} needed")
@@ -215,11 +219,15 @@ def replica_bound(noise: NoiseEstimate | None, evidence: Evidence | None = None)
     base's scores in its fresh contexts with q_r as the prior mean at the weight of `ORIGIN_PRIOR` contexts (module
     doc: a task that passes now and then by itself makes wins at a rate of its own, which the far rows, mostly
     solved or failed for good, do not show)."""
-    q = REPLICA_BOUND if noise is None else min(REPLICA_BOUND, noise.row_win_upper())
     if evidence is None or not evidence.replicas:
-        return q
+        return origin_bound(noise, [])
     rows = {r.task_id: r for r in evidence.rows}
-    bases = [rows[t].base for t in evidence.replicas if t in rows]
+    return origin_bound(noise, [rows[t].base for t in evidence.replicas if t in rows])
+
+
+def origin_bound(noise: NoiseEstimate | None, bases: Sequence[float]) -> float:
+    """`replica_bound` given the base's scores in the origin task's contexts (`bases`; none: the run's bound)."""
+    q = REPLICA_BOUND if noise is None else min(REPLICA_BOUND, noise.row_win_upper())
     p = (q * ORIGIN_PRIOR + sum(bases)) / (ORIGIN_PRIOR + len(bases))
     return min(REPLICA_BOUND, max(q, p * (1.0 - p)))
 
@@ -387,5 +395,5 @@ def certain(gain: RowTally, total: RowTally, *, focused: bool, gain_left: int, o
 
 __all__ = ["EXTRA_REPLICAS", "HARM", "MIN_FOCUS", "REPLICAS", "REPLICA_BOUND", "REPLICA_SHARE", "REPLICA_WINS",
            "Judgement", "Replicas", "RowTally", "binom_tail", "certain", "contexts_to_pass", "judge",
-           "judge_replicas", "judge_tallies", "may_close", "may_replicate", "prefer_calibrated", "replica_bound",
-           "replica_p", "split", "stage_one_wins", "wins_needed"]
+           "judge_replicas", "judge_tallies", "may_close", "may_replicate", "origin_bound", "prefer_calibrated",
+           "replica_bound", "replica_p", "split", "stage_one_wins", "wins_needed"]
