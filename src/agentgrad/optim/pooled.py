@@ -77,7 +77,8 @@ class Replays:
         start = self.earlier(candidate, change, noise)
         if not start:
             return None
-        own = {r.task_id: r for r in evidence.rows if r.task_id in set(evidence.replicas)}
+        marked = set(evidence.replicas)
+        own = {r.task_id: r for r in evidence.rows if r.task_id in marked}
         held = {t: Row(t, b, c) for t, (b, c) in self.rows.get(change, {}).items()}
         rows = list((held | own).values())
         return rows, len(rows) - start
@@ -98,11 +99,11 @@ class Replays:
         test: fixed at its look with its first replica row, from the rows its change had then from other
         contexts (earlier proposals; one with the same id proposed anew decides afresh), and read back at its later
         looks; pooled when they favour the change (their e-process at least 1)."""
-        own = candidate.evidence.replicas
-        if len(own) > 1 and candidate.diff.id in self.pooled:
+        own = set(candidate.evidence.replicas)
+        if len(candidate.evidence.replicas) > 1 and candidate.diff.id in self.pooled:
             return self.pooled[candidate.diff.id]
         held = self.rows.get(change, {})
-        earlier = [Row(t, b, c) for t, (b, c) in held.items() if t not in set(own)]
+        earlier = [Row(t, b, c) for t, (b, c) in held.items() if t not in own]
         favours = bool(earlier) and log_e(earlier, origin_bound(noise, [r.base for r in earlier])) >= 0.0
         return len(held) if favours else 0
 
