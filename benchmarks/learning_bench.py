@@ -8,7 +8,9 @@ rule, a format rule every category needs, rules that solve only part of their ca
 duplicate proposals), each repeated over `--seeds` independent draws. Latency is
 lognormal with median 5 ms and σ 1.25 (heavy-tailed, small, so the suite runs in minutes). `--free-text` keeps
 every skill as free text (`AppendRules`, evolve's default strategy) instead of keyed lines; `--bundle p` adds a
-junk tip to a share p of all proposals (a model's proposal often bundles one with its fix).
+junk tip to a share p of all proposals (a model's proposal often bundles one with its fix); `--flaky s` makes a share
+s of the tasks flaky (their answers flip at `--flaky-noise`, 0.3, instead of the world's rate: a model's answers
+shift most on borderline inputs, and those are the failures a run sees most).
 
 Systems, all at the same budget of solver calls (rollouts plus every evaluation; gepa's `max_metric_calls`):
 `agentgrad_sync` and `agentgrad_async` (evolve() with `Budget(calls=N)`, see world_systems.call_budget), `gepa`
@@ -81,6 +83,7 @@ class Job:
     free_text: bool = False
     bundle: float = 0.0
     slow_proposer: float = 1.0
+    flaky: tuple[float, float] = (0.0, 0.3)
 
 
 def world_config(name: str, family: int) -> WorldConfig:
@@ -98,7 +101,7 @@ def build(job: Job) -> ReferenceWorld:
     """The job's world, its seed shifted by 1000 × the job's seed (as `presets.preset`)."""
     config = world_config(job.world, job.family)
     return ReferenceWorld(replace(config, seed=config.seed + 1000 * job.seed, free_text=job.free_text,
-                                        p_bundle=job.bundle))
+                                  p_bundle=job.bundle, flaky_share=job.flaky[0], flaky_noise=job.flaky[1]))
 
 
 def wrong_pairs(w: ReferenceWorld, texts: list[str]) -> set[tuple[str, str]]:
@@ -198,6 +201,9 @@ def arguments() -> argparse.Namespace:
                         "(AppendRules, evolve's default strategy), the solver following each category's last line")
     parser.add_argument("--bundle", type=float, default=0.0, help="the share of proposals that carry a junk tip "
                         "besides (WorldConfig.p_bundle)")
+    parser.add_argument("--flaky", type=float, default=0.0, help="the share of tasks whose answers flip at "
+                        "--flaky-noise instead of the world's noise (WorldConfig.flaky_share: borderline inputs)")
+    parser.add_argument("--flaky-noise", type=float, default=0.3, help="the flaky tasks' flip rate")
     parser.add_argument("--slow-proposer", type=float, default=1.0, help="how many times longer a proposal "
                         "takes than a solver call, in the median (a reflection model larger than the solver)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every world's call budget")
@@ -222,7 +228,7 @@ def jobs_for(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
         notes.append("gepa systems skipped: gepa is not importable in this environment; run this script in "
                      ".venv-gepa (make bench-learning builds it from benchmarks/requirements-gepa.txt)")
     jobs = [Job(w, s, n, seed, max(1, round(budget_of(w, args.family) * args.scale)), args.family, args.free_text,
-                args.bundle, args.slow_proposer)
+                args.bundle, args.slow_proposer, (args.flaky, args.flaky_noise))
             for w in args.worlds for s in systems for n in args.workers for seed in range(args.seeds)]
     jobs.sort(key=lambda j: -j.calls / math.sqrt(j.workers))
     return jobs, notes
@@ -257,7 +263,7 @@ def main() -> None:
                          for name in args.worlds}, "family": args.family,
               "systems": sorted({j.system for j in jobs}, key=SYSTEMS.index), "workers": args.workers,
               "seeds": list(range(args.seeds)), "scale": args.scale, "median_latency_s": MEDIAN, "sigma": SIGMA,
-              "slow_proposer": args.slow_proposer,
+              "slow_proposer": args.slow_proposer, "flaky": {"share": args.flaky, "noise": args.flaky_noise},
               "target_share_of_optimum": TARGET_SHARE, "gepa_version": gepa_version, "notes": notes,
               "seconds": round(time.perf_counter() - started, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -190,6 +190,7 @@ def test_unknown_tasks_and_splits_are_refused() -> None:
     ({"seed": True}, "seed must be an int"),
     ({"p_junk": "0.2"}, "p_junk must be a probability"),
     ({"free_text": 1}, "free_text must be a bool"),
+    ({"flaky_share": 1.2}, "flaky_share must be a probability"),
 ])
 def test_bad_configs_are_refused_with_the_field_named(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -213,3 +214,23 @@ def test_a_rule_that_reaches_part_of_its_category_solves_that_share_and_nothing_
     assert part.expected_score(part.optimal_text(), "test") < full.expected_score(full.optimal_text(), "test")
     with pytest.raises(ConfigError, match="rule_reach"):
         WorldConfig(rule_reach=0.0)
+
+
+def test_flaky_tasks_flip_at_their_own_rate_and_the_rest_at_the_worlds() -> None:
+    world = ReferenceWorld(WorldConfig(tasks_per_category=60, noise=0.02, base_rate=0.0, flaky_share=0.25,
+                                       flaky_noise=0.4))
+    flaky = {t for t in world.tasks if world.noise_of(t) == 0.4}
+    steady = set(world.tasks) - flaky
+    assert 0.18 < len(flaky) / len(world.tasks) < 0.32
+    assert {world.noise_of(t) for t in steady} == {0.02}
+    texts = [world.artifact.text + f"- tip {n}: be concise\n" for n in range(40)]  # junk: only the flips differ
+    flips = {t: sum(world.solve(text, t) for text in texts) / len(texts) for t in world.tasks}
+    assert sum(flips[t] for t in flaky) / len(flaky) == pytest.approx(0.4, abs=0.05)
+    assert sum(flips[t] for t in steady) / len(steady) == pytest.approx(0.02, abs=0.01)
+    assert world.expected_score(world.artifact.text, "test") == pytest.approx(
+        sum(world.noise_of(t) for t in world.test) / len(world.test))
+    uniform = ReferenceWorld(WorldConfig(tasks_per_category=60, noise=0.02, base_rate=0.0))
+    assert uniform.evaluate(texts[0], uniform.tasks) != world.evaluate(texts[0], world.tasks)
+    assert ReferenceWorld(WorldConfig(tasks_per_category=60, noise=0.02, base_rate=0.0, flaky_share=0.0,
+                                      flaky_noise=0.4)).evaluate(texts[0], uniform.tasks) == \
+        uniform.evaluate(texts[0], uniform.tasks)

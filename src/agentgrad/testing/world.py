@@ -198,17 +198,25 @@ class ReferenceWorld:
         tasks it reaches, drawn per task; elsewhere as without it); without any rule for it, it succeeds if the task
         is one of the easy ones (a fixed `base_rate` share of tasks, drawn from the seed and task id). A special
         case needs the category's rule and its override; with the rule alone it fails, with the override alone it
-        is as if there were no rule. Either outcome flips with probability `noise`, drawn from (seed, task id,
-        SHA-256 of `text`): any edit, junk too, redraws the flips. A wrong rule (category, override or format) for
-        the task always fails, noise or not. A task that needs the format rule fails without it, as if unsolved.
+        is as if there were no rule. Either outcome flips with probability `noise` (`flaky_noise` on a flaky task),
+        drawn from (seed, task id, SHA-256 of `text`): any edit, junk too, redraws the flips. A wrong rule
+        (category, override or format) for the task always fails, noise or not. A task that needs the format rule
+        fails without it, as if unsolved.
         """
         clean = self._clean(text, task_id)
         if clean is None:
             return 0.0
         solved = clean
-        if draw_float(self.config.seed, "noise", task_id, content_hash(text)) < self.config.noise:
+        if draw_float(self.config.seed, "noise", task_id, content_hash(text)) < self.noise_of(task_id):
             solved = not solved
         return 1.0 if solved else 0.0
+
+    def noise_of(self, task_id: str) -> float:
+        """The task's flip rate: `flaky_noise` for the `flaky_share` of tasks drawn flaky, else `noise`."""
+        share = self.config.flaky_share
+        if share and draw_float(self.config.seed, "flaky", task_id) < share:
+            return self.config.flaky_noise
+        return self.config.noise
 
     def _clean(self, text: str, task_id: str) -> bool | None:
         """Whether skill `text` solves the task before the answer noise; None if a wrong rule blocks it."""
@@ -232,9 +240,9 @@ class ReferenceWorld:
         ids = self.split(split)
         if not ids:
             raise ConfigError(f"split {split!r} has no tasks in this world")
-        noise, total = self.config.noise, 0.0
+        total = 0.0
         for task_id in ids:
-            clean = self._clean(text, task_id)
+            clean, noise = self._clean(text, task_id), self.noise_of(task_id)
             total += 0.0 if clean is None else 1.0 - noise if clean else noise
         return total / len(ids)
 

@@ -13,7 +13,7 @@ from agentgrad.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 _PROBABILITIES = ("noise", "base_rate", "p_right", "p_junk", "p_contradict", "p_duplicate", "train", "val", "test",
-                  "override_share", "format_share", "p_bundle", "rule_reach")
+                  "override_share", "format_share", "p_bundle", "rule_reach", "flaky_share", "flaky_noise")
 
 
 def draw_float(*parts: object) -> float:
@@ -56,6 +56,10 @@ class WorldConfig:
         free_text: the skill is free text, rules appended as bullets (`AppendRules`, the default strategy of
             `evolve`) rather than keyed lines: a rule for a category the skill already has stands next to the old
             one, and the solver follows the last line of a category (as a model follows the latest instruction).
+        flaky_share: the share of tasks (drawn per task) whose answers flip at `flaky_noise` instead of `noise`, as
+            a model's answers shift most on the borderline inputs: the tasks a run sees fail are then more often
+            flaky ones than the share says, and so are the origin tasks of its proposals (0: noise is uniform).
+        flaky_noise: the flip rate of the flaky tasks.
     """
 
     n_categories: int = 8
@@ -78,6 +82,8 @@ class WorldConfig:
     p_bundle: float = 0.0
     free_text: bool = False
     rule_reach: float = 1.0
+    flaky_share: float = 0.0
+    flaky_noise: float = 0.3
 
     def __post_init__(self) -> None:
         for name, low in (("n_categories", 1), ("tasks_per_category", 1), ("n_methods", 2), ("seed", None)):
