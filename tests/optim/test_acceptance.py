@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from agentgrad.core.ops import Op
 from agentgrad.errors import ConfigError, StateDictError, UnknownArtifactError
 from agentgrad.optim.acceptance import AcceptanceState, accept_if
 from agentgrad.optim.base import Batch, Candidate, Context, Head
+from agentgrad.optim.noise import NoiseEstimate
 from agentgrad.optim.schedules import linear
 from agentgrad.optim.stats import prob_improvement
 
@@ -248,3 +250,33 @@ def test_the_looks_share_delta_between_them() -> None:
         accept_if(looks=0)
     with pytest.raises(ConfigError):
         accept_if(promise=0.5)
+
+
+def test_a_change_whose_extension_was_spent_replicates_when_proposed_again_instead_of_repeating_it() -> None:
+    stage = accept_if()
+    rows = evidence([(0.0, 1.0)] * 4 + [(0.0, 0.0)] * 6)  # promising at look 1, short of significance at look 2
+    first = Candidate(Diff(ARTIFACT, 0, diff().ops, author="w1"), rows, origin="t0")
+    batch, state = stage.update(Batch((first,)), stage.init(), context())
+    assert batch.decisions[0].outcome is Outcome.EXTEND and "held for more tasks" in batch.decisions[0].reason
+    assert state.spent == ()  # held, not turned down: nothing spent yet
+    batch, state = stage.update(Batch((replace(first, looks=2),)), state, context())
+    assert batch.decisions[0].outcome is Outcome.REJECTED and len(state.spent) == 1
+    again = Candidate(Diff(ARTIFACT, 0, diff().ops, author="w2"), rows, origin="t5")  # the same change anew
+    batch, state = stage.update(Batch((again,)), state, context())
+    (decision,) = batch.decisions
+    assert decision.outcome is Outcome.EXTEND
+    assert "a replication" in decision.reason and "held for more tasks before" in decision.reason
+    other = Candidate(Diff(ARTIFACT, 0, diff("beta").ops, author="w3"), rows, origin="t5")  # another change
+    batch, _ = stage.update(Batch((other,)), state, context())
+    assert "held for more tasks (look 2)" in batch.decisions[0].reason
+    no_origin = Candidate(Diff(ARTIFACT, 0, diff().ops, author="w4"), rows)  # nothing to replicate: extended
+    batch, _ = stage.update(Batch((no_origin,)), state, context())
+    assert "held for more tasks (look 2)" in batch.decisions[0].reason
+    loaded = stage.load(json.loads(json.dumps(state.to_dict())))
+    assert loaded == state and loaded.spent == state.spent
+    harmful = Candidate(first.diff, evidence([(0.0, 1.0)] * 3 + [(1.0, 0.0)] * 8), looks=2, origin="t0")
+    quiet = Context(heads={ARTIFACT: Head(0, TEXT)}, noise=NoiseEstimate(200.0, 4.0, 400.0, 8.0))
+    batch, kept = stage.update(Batch((harmful,)), stage.init(), quiet)
+    assert "harmful" in batch.decisions[0].reason and kept.spent == ()  # turned down for harm: nothing spent
+    with pytest.raises(StateDictError, match="spent"):
+        AcceptanceState.load({"spent": [3]})
