@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from agentgrad.core.decision import Outcome
-from agentgrad.core.diff import Diff
+from agentgrad.core.diff import Diff, fingerprint
 from agentgrad.core.evidence import Evidence, Row
 from agentgrad.core.ops import Op
 from agentgrad.errors import StateDictError
@@ -171,3 +171,15 @@ def test_the_pooled_state_round_trips_and_refuses_damage() -> None:
     for bad in damaged:
         with pytest.raises(StateDictError, match="pooled replication"):
             stage.load({**old, "replays": bad})
+
+
+def test_a_failed_replication_says_whether_its_contexts_still_favour_the_change_and_spends_its_extension() -> None:
+    lucky = proposal(replicated([WIN, WIN, MISS, MISS, MISS, MISS, MISS, MISS]), "w1")  # 2 in 8 at q ~ 0.05
+    outcome, state, reason = decide(accept_init(), lucky)
+    (decision,) = accept_if().update(Batch((lucky,)), accept_init(), Context({ARTIFACT: Head(0, "# s\n")},
+                                                                           noise=QUIET))[0].decisions
+    assert outcome is Outcome.REJECTED and decision.numbers["favoured"] == 1.0 and "still favour" in reason
+    assert state.spent == (fingerprint(lucky.diff),)
+    poor = proposal(replicated([WIN] + [MISS] * 7), "w2")
+    outcome, state, reason = decide(accept_init(), poor)
+    assert outcome is Outcome.REJECTED and "still favour" not in reason and state.spent == (fingerprint(poor.diff),)

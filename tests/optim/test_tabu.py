@@ -159,6 +159,21 @@ def test_a_rejection_whose_evidence_leaned_in_favour_is_not_made_tabu() -> None:
     assert is_tabu(state, harmful)
 
 
+def test_a_failed_replication_whose_contexts_still_favour_the_change_is_not_made_tabu() -> None:
+    stage = tabu()
+    favoured = Diff("skills/s", 0, (Op.add("rule", "- units: use method 1"),))
+    spent = Diff("skills/s", 0, (Op.add("rule", "- tip: be concise"),))
+    curtailed = {"p": 0.0, "wins": 4.0, "losses": 1.0, "n": 12.0}  # a curtailed replication reports p = 1
+    decisions = [
+        Decision(favoured.id, "skills/s", Outcome.REJECTED, "accept", "replication", {**curtailed, "favoured": 1.0},
+                 fingerprint(favoured)),
+        Decision(spent.id, "skills/s", Outcome.REJECTED, "accept", "replication", curtailed, fingerprint(spent)),
+    ]
+    state = stage.observe(decisions, stage.init(), Context({}))
+    assert not is_tabu(state, favoured)
+    assert is_tabu(state, spent)
+
+
 def test_a_rejection_with_wins_and_no_loss_is_not_made_tabu_even_below_the_margin_one_with_a_loss_is() -> None:
     stage = tabu()
     thin = Diff("skills/s", 0, (Op.add("rule", "- dates exception: use method 9"),))

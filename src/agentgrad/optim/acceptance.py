@@ -38,12 +38,14 @@ A change proposed again (the same fingerprint) after an earlier proposal of it w
 judged on the contexts of all its proposals by an e-process instead (`optim.pooled`), at the level its own test
 would have had.
 
-A change one proposal of which was held as promising and then turned down at its last look, with no harm, is
-*spent* for extension (the state's `spent`): a later proposal of it that fails its first look replicates instead of
-being held for more tasks. On the same head its extension would score the same tasks, their answers cached, and end
-the same (a right override was proposed 184 times in one run, each 3 wins on 8 focus tasks, p = 0.044 against
-0.035, then 3 of 9 at the second look, and never committed). The path is chosen from earlier proposals, so each
-look keeps its share of δ.
+A change one proposal of which was turned down at a later look (held for more tasks as promising, or replicating),
+with no harm, is *spent* for extension (the state's `spent`): a later proposal of it that fails its first look
+replicates instead of being held for more tasks. On the same head its extension would score the same tasks, their
+answers cached, and end the same (a right override was proposed 184 times in one run, each 3 wins on 8 focus tasks,
+p = 0.044 against 0.035, then 3 of 9 at the second look, and never committed). The path is chosen from earlier
+proposals, so each look keeps its share of δ. A failed replication whose contexts still favour the change
+(`pooled.favours`) says so (`favoured` in its numbers), and `optim.tabu` does not ban it: a proposal of it again is
+judged on those contexts and new ones together (`optim.pooled`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from agentgrad.core.evidence import Evidence, Row, replica_origin
 from agentgrad.errors import StateDictError, UnknownArtifactError
 from agentgrad.optim.base import Batch, Candidate, Context, Head, Stage, verdict
 from agentgrad.optim.judge import REPLICA_SHARE, Judgement, judge, may_replicate
-from agentgrad.optim.pooled import Replays, judge_pooled, may_go_on
+from agentgrad.optim.pooled import Replays, favours, judge_pooled, may_go_on
 from agentgrad.optim.schedules import Schedule, delta_schedule
 from agentgrad.optim.stats import SIGN_TEST_PRIOR, check_margin, check_prior
 
@@ -154,12 +156,12 @@ class AcceptanceState:
             replicated[origin] = replicated.get(origin, 0) + 1
         return replace(self, replicated=replicated, since_accepted=self.since_accepted + 1)
 
-    def spent_extension(self, candidate: Candidate, post: Judgement, decision: Decision) -> AcceptanceState:
-        """A new state with `candidate`'s change marked spent if `decision` turned it down at a later look it was
-        held for as promising, with no harm and no replica row: the same change proposed again would be held for
-        the same tasks, its answers cached on the same head, and judged the same (module doc)."""
-        if decision.outcome is not Outcome.REJECTED or candidate.looks < 2 or candidate.evidence.replicas \
-                or post.harmful or candidate.origin is None:
+    def spent_after(self, candidate: Candidate, post: Judgement, decision: Decision) -> AcceptanceState:
+        """A new state with `candidate`'s change marked spent if `decision` turned it down at a later look (held
+        for more tasks as promising, or replicating), with no harm: the same change proposed again would be held
+        for the same tasks, its answers cached on the same head, and judged the same (module doc)."""
+        if decision.outcome is not Outcome.REJECTED or candidate.looks < 2 or post.harmful \
+                or candidate.origin is None:
             return self
         return replace(self, spent=(*self.spent, fingerprint(candidate.diff)))
 
@@ -249,6 +251,17 @@ def _shared(decision: Decision, tried: int) -> Decision:
     share = (f" (the replication test's level is 1/{tried + 1} of its share of δ: {tried} candidate(s) failed "
              "it from this origin task, or since a change was last accepted)")
     return replace(decision, reason=decision.reason + share, numbers={**decision.numbers, "replication_tried": tried})
+
+
+def _favoured(decision: Decision, evidence: Evidence, ctx: Context) -> Decision:
+    """`decision` (a failed replication test) marked `favoured` when its replica rows still favour the change
+    (`pooled.favours`): it is then not banned (`optim.tabu`), and a proposal of it again may be judged on these
+    contexts and new ones together (`optim.pooled`)."""
+    marked = set(evidence.replicas)
+    if not favours([r for r in evidence.rows if r.task_id in marked], ctx.noise):
+        return decision
+    return replace(decision, reason=decision.reason + "; its contexts still favour the change, kept for a proposal "
+                   "of it again", numbers={**decision.numbers, "favoured": 1.0})
 
 
 def _pooled_look(state: AcceptanceState, candidate: Candidate, post: Judgement, risk: float, ctx: Context
@@ -349,10 +362,11 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
                 held = _replicating(candidate, post, fingerprint(candidate.diff) in state.spent)
                 verdicts[candidate.diff.id] = (replace(candidate, replicate=True), _shared(held, tried))
             else:
-                verdicts[candidate.diff.id] = (candidate, _shared(decision, tried))
                 if decision.outcome is Outcome.REJECTED and candidate.evidence.replicas:
                     state = state.failed_replication(candidate.evidence)
-                state = state.spent_extension(candidate, post, decision)
+                    decision = _favoured(decision, candidate.evidence, ctx)
+                verdicts[candidate.diff.id] = (candidate, _shared(decision, tried))
+                state = state.spent_after(candidate, post, decision)
         verdicts.update({key: (c, _shared(d, spent[key])) for key, (c, d) in _pick(passers, best_only).items()})
         ordered = {c.diff.id: verdicts[c.diff.id] for c in batch.candidates}
         keep = [c for c, d in ordered.values() if d.outcome is Outcome.ACCEPTED]

@@ -104,8 +104,7 @@ class Replays:
             return self.pooled[candidate.diff.id]
         held = self.rows.get(change, {})
         earlier = [Row(t, b, c) for t, (b, c) in held.items() if t not in own]
-        favours = bool(earlier) and log_e(earlier, origin_bound(noise, [r.base for r in earlier])) >= 0.0
-        return len(held) if favours else 0
+        return len(held) if favours(earlier, noise) else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": {fp: {t: list(pair) for t, pair in seen.items()} for fp, seen in self.rows.items()},
@@ -148,6 +147,11 @@ def log_e(rows: list[Row], q: float) -> float:
     return wins * math.log(P1 / q) + (len(rows) - wins) * math.log((1.0 - P1) / (1.0 - q))
 
 
+def favours(rows: list[Row], noise: NoiseEstimate | None) -> bool:
+    """True if replica `rows` (some) favour the change: their e-process at its noise bound is at least 1."""
+    return bool(rows) and log_e(rows, origin_bound(noise, [r.base for r in rows])) >= 0.0
+
+
 def judge_pooled(post: Judgement, rows: list[Row], *, alpha: float, noise: NoiseEstimate | None) -> Judgement:
     """`post` (the candidate's own replication test, for its harm check) judged instead by the pooled test on
     `rows` at level `alpha`: it passes when the e-process reaches 1 / α and the candidate does no harm."""
@@ -168,4 +172,4 @@ def may_go_on(rows: list[Row], *, own: int, alpha: float, noise: NoiseEstimate |
     return left > 0 and log_e(rows, q) + left * math.log(P1 / q) >= -math.log(alpha)
 
 
-__all__ = ["P1", "Replays", "full_win", "judge_pooled", "log_e", "may_go_on"]
+__all__ = ["P1", "Replays", "favours", "full_win", "judge_pooled", "log_e", "may_go_on"]

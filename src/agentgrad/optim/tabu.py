@@ -102,7 +102,9 @@ def _against(decision: Decision) -> bool:
     A rejection for lack of significance where the evidence still leaned in favour (P(gain) >= 0.5), one for harm
     by a change that still won more tasks than it lost (a trade judged on the head of its day: losses on tasks the
     head solved by the luck of its own noise draw look like harm), or one resting on a single example, is not made
-    tabu: a noisy loss on thin evidence must not ban a right edit for good. Everything DROPPED or REVERTED is.
+    tabu: a noisy loss on thin evidence must not ban a right edit for good. Nor is a failed replication whose
+    contexts still favour the change (`favoured`, `optim.acceptance`): its evidence adds up over its proposals.
+    Everything DROPPED or REVERTED is.
     """
     if decision.outcome not in TURNED_DOWN:
         return False
@@ -112,7 +114,7 @@ def _against(decision: Decision) -> bool:
     if decision.outcome is not Outcome.REJECTED:
         return True
     p, wins, losses = numbers.get("p"), numbers.get("wins", 0.0), numbers.get("losses", 0.0)
-    leaning = p is not None and p >= 0.5
+    leaning = (p is not None and p >= 0.5) or numbers.get("favoured", 0.0) > 0
     trade = numbers.get("harmful", 0.0) > 0 and wins > losses
     return not leaning and not trade
 
