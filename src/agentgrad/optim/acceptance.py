@@ -106,8 +106,8 @@ class AcceptanceState:
     """Per-artifact counts of the verdicts this stage gave: accepted, rejected, and held for more evidence; and how
     the replication test's level is spent (module doc): per origin task, how many candidates failed the test from it
     (`replicated`), and how many failed it since this stage last accepted a change (`since_accepted`); the pooled
-    replication evidence (`replays`); and the changes (fingerprints, oldest first) a proposal of which was held as
-    promising and then turned down at its last look with no harm (`spent`: a later proposal of one replicates)."""
+    replication evidence (`replays`); and the changes (fingerprints, oldest first) a proposal of which was turned
+    down at a later look with no harm (`spent`: a later proposal of one replicates instead of being extended)."""
 
     accepted: Mapping[str, int] = field(default_factory=dict)
     rejected: Mapping[str, int] = field(default_factory=dict)
@@ -116,11 +116,17 @@ class AcceptanceState:
     since_accepted: int = 0
     replays: Replays = field(default_factory=Replays)
     spent: tuple[str, ...] = ()
+    _spent: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         object.__setattr__(self, "spent", tuple(dict.fromkeys(self.spent))[-MOST_SPENT:])
+        object.__setattr__(self, "_spent", frozenset(self.spent))
+
+    def is_spent(self, candidate: Candidate) -> bool:
+        """True if `candidate`'s change is spent for extension (`spent`)."""
+        return fingerprint(candidate.diff) in self._spent
 
     def to_dict(self) -> dict[str, Any]:
         return {**{name: dict(getattr(self, name)) for name in _COUNTS}, "since_accepted": self.since_accepted,
@@ -323,11 +329,10 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
     integer(min_examples, "min_examples", low=0)
     check_looks(looks, first_share, promise)
 
-    def promising(candidate: Candidate, post: Judgement, spent: tuple[str, ...]) -> bool:
+    def promising(candidate: Candidate, post: Judgement, state: AcceptanceState) -> bool:
         return (candidate.looks < looks and not candidate.recheck and not post.harmful
                 and not candidate.evidence.replicas and post.total.wins > post.total.losses
-                and 1.0 - post.p_value >= promise
-                and (candidate.origin is None or fingerprint(candidate.diff) not in spent))
+                and 1.0 - post.p_value >= promise and (candidate.origin is None or not state.is_spent(candidate)))
 
     def replicable(candidate: Candidate, post: Judgement, ctx: Context, risk: float,
                    pooled: tuple[list[Row], int] | None) -> bool:
@@ -345,21 +350,21 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
     def update(batch: Batch, state: AcceptanceState, ctx: Context) -> tuple[Batch, AcceptanceState]:
         verdicts: dict[str, tuple[Candidate, Decision]] = {}
         passers: list[tuple[Candidate, Judgement]] = []
-        spent: dict[str, int] = {}
+        tried_of: dict[str, int] = {}
         for candidate in batch.candidates:
             head, tried = head_of(ctx, candidate.diff.artifact_id), state.tried(candidate.evidence)
-            spent[candidate.diff.id] = tried
+            tried_of[candidate.diff.id] = tried
             risk = look_delta(schedule(head.version), candidate.looks, looks=looks, first_share=first_share)
             risk /= 1 + tried  # the replication test's level, spent over the candidates that failed it (module doc)
             post = judge(candidate.evidence, delta=risk, margin=margin, noise=ctx.noise, prior=prior,
                          closing=candidate.closing)
             post, pooled, state = _pooled_look(state, candidate, post, risk, ctx)
-            decision = _judge(candidate, post, head, min_examples, promising(candidate, post, state.spent))
+            decision = _judge(candidate, post, head, min_examples, promising(candidate, post, state))
             if decision is None:
                 passers.append((candidate, post))
             elif decision.outcome is Outcome.REJECTED and head.layer is not Layer.L0 \
                     and replicable(candidate, post, ctx, risk, pooled):
-                held = _replicating(candidate, post, fingerprint(candidate.diff) in state.spent)
+                held = _replicating(candidate, post, state.is_spent(candidate))
                 verdicts[candidate.diff.id] = (replace(candidate, replicate=True), _shared(held, tried))
             else:
                 if decision.outcome is Outcome.REJECTED and candidate.evidence.replicas:
@@ -367,7 +372,7 @@ def accept_if(*, delta: float | Schedule = 0.05, margin: float = 0.02, min_examp
                     decision = _favoured(decision, candidate.evidence, ctx)
                 verdicts[candidate.diff.id] = (candidate, _shared(decision, tried))
                 state = state.spent_after(candidate, post, decision)
-        verdicts.update({key: (c, _shared(d, spent[key])) for key, (c, d) in _pick(passers, best_only).items()})
+        verdicts.update({key: (c, _shared(d, tried_of[key])) for key, (c, d) in _pick(passers, best_only).items()})
         ordered = {c.diff.id: verdicts[c.diff.id] for c in batch.candidates}
         keep = [c for c, d in ordered.values() if d.outcome is Outcome.ACCEPTED]
         if keep:  # a discovery earns the level back (module doc)
