@@ -265,7 +265,7 @@ def test_a_change_whose_extension_was_spent_replicates_when_proposed_again_inste
     batch, state = stage.update(Batch((again,)), state, context())
     (decision,) = batch.decisions
     assert decision.outcome is Outcome.EXTEND
-    assert "a replication" in decision.reason and "held for more tasks before" in decision.reason
+    assert "a replication" in decision.reason and "turned down at a later look before" in decision.reason
     other = Candidate(Diff(ARTIFACT, 0, diff("beta").ops, author="w3"), rows, origin="t5")  # another change
     batch, _ = stage.update(Batch((other,)), state, context())
     assert "held for more tasks (look 2)" in batch.decisions[0].reason

@@ -236,14 +236,14 @@ def held_before_commit(candidate: Candidate, head: Head, verb: str, described: s
 
 
 def _replicating(candidate: Candidate, post: Judgement, spent: bool) -> Decision:
-    """EXTEND for a candidate held (again) to have its origin task scored on the next head (`spent`: its change
-    was held for more tasks before and turned down)."""
+    """EXTEND for a candidate held (again) to have its origin task scored on the next head (`spent`: a proposal of
+    its change was turned down at a later look before)."""
     numbers = {**post.numbers(), "look": float(candidate.looks), "replicas": float(len(candidate.evidence.replicas))}
     if candidate.evidence.replicas:
         why = f"replicating, not yet significant: {post.describe()}; held for another context"
     else:
-        before = ("; a proposal of this change was held for more tasks before and turned down there, so this one "
-                  "replicates" if spent else "")
+        before = ("; a proposal of this change was turned down at a later look before, so this one replicates"
+                  if spent else "")
         why = (f"not significant, no harm: {post.describe()}; held to score its origin task again on later heads "
                f"(look {candidate.looks + 1}, a replication{before})")
     return verdict(candidate, Outcome.EXTEND, STAGE, why, numbers)
