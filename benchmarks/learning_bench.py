@@ -212,6 +212,9 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if not args.slow_proposer > 0:
         parser.error(f"--slow-proposer must be > 0, got {args.slow_proposer}")
+    for name in ("flaky", "flaky_noise"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            parser.error(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     named = [] if args.only_drawn else (args.worlds or list(QUICK_WORLDS if args.quick else WORLDS))
     args.worlds = named + [drawn.name(i) for i in range(args.drawn)]
     args.systems = args.systems or list(DEFAULT_SYSTEMS)

@@ -65,6 +65,8 @@ def main() -> None:
                         f"{FLAKY_NOISE} (WorldConfig.flaky_share), the rest at the world's noise")
     parser.add_argument("--out", type=Path, default=OUT / "noise_bench.json", help="the JSON to write")
     args = parser.parse_args()
+    if not 0.0 <= args.flaky <= 1.0:
+        parser.error(f"--flaky must be in [0, 1], got {args.flaky}")
     started, rows = time.perf_counter(), []
     for (categories, per), noise, seed, asynchronous in product(SHAPES, NOISE, range(args.seeds), (False, True)):
         rows.append(one_run(categories, per, noise, seed, asynchronous, args.flaky))
