@@ -175,10 +175,11 @@ def test_the_pooled_state_round_trips_and_refuses_damage() -> None:
 
 def test_a_failed_replication_says_whether_its_contexts_still_favour_the_change_and_spends_its_extension() -> None:
     lucky = proposal(replicated([WIN, WIN, MISS, MISS, MISS, MISS, MISS, MISS]), "w1")  # 2 in 8 at q ~ 0.05
-    outcome, state, reason = decide(accept_init(), lucky)
-    (decision,) = accept_if().update(Batch((lucky,)), accept_init(), Context({ARTIFACT: Head(0, "# s\n")},
-                                                                           noise=QUIET))[0].decisions
-    assert outcome is Outcome.REJECTED and decision.numbers["favoured"] == 1.0 and "still favour" in reason
+    batch, state = accept_if().update(Batch((lucky,)), accept_init(), Context({ARTIFACT: Head(0, "# s\n")},
+                                                                            noise=QUIET))
+    (decision,) = batch.decisions
+    assert decision.outcome is Outcome.REJECTED and decision.numbers["favoured"] == 1.0
+    assert "still favour" in decision.reason
     assert state.spent == (fingerprint(lucky.diff),)
     poor = proposal(replicated([WIN] + [MISS] * 7), "w2")
     outcome, state, reason = decide(accept_init(), poor)

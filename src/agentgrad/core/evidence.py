@@ -124,6 +124,11 @@ class Evidence:
         losses = sum(max(-r.delta, 0.0) for r in self.rows)
         return wins, losses
 
+    def replica_rows(self) -> tuple[Row, ...]:
+        """The rows that score the origin task again in fresh contexts (`replicas`), in row order."""
+        marked = set(self.replicas)
+        return tuple(r for r in self.rows if r.task_id in marked)
+
     def restricted(self, task_ids: Collection[str]) -> Evidence:
         """The same evidence on the given tasks only."""
         keep = set(task_ids)

@@ -263,8 +263,7 @@ def _favoured(decision: Decision, evidence: Evidence, ctx: Context) -> Decision:
     """`decision` (a failed replication test) marked `favoured` when its replica rows still favour the change
     (`pooled.favours`): it is then not banned (`optim.tabu`), and a proposal of it again may be judged on these
     contexts and new ones together (`optim.pooled`)."""
-    marked = set(evidence.replicas)
-    if not favours([r for r in evidence.rows if r.task_id in marked], ctx.noise):
+    if not favours(list(evidence.replica_rows()), ctx.noise):
         return decision
     return replace(decision, reason=decision.reason + "; its contexts still favour the change, kept for a proposal "
                    "of it again", numbers={**decision.numbers, "favoured": 1.0})

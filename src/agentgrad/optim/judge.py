@@ -322,8 +322,7 @@ def judge_replicas(evidence: Evidence, *, delta: float, margin: float, noise: No
     """The replication test (module doc) on evidence with replica rows, at `REPLICA_SHARE` of the look's `delta`;
     `closing`: its last look, the design ending at the contexts the evidence has (module doc)."""
     delta *= REPLICA_SHARE
-    marked = set(evidence.replicas)
-    gain, total = RowTally.of(r for r in evidence.rows if r.task_id in marked), RowTally.of(evidence.rows)
+    gain, total = RowTally.of(evidence.replica_rows()), RowTally.of(evidence.rows)
     got, q = Replicas.of(evidence), replica_bound(noise, evidence)
     closed = got.n if closing and not got.pooled else None
     p_value = replica_p(got.first, got.extra, q=q, alpha=delta, closed=closed)

@@ -77,8 +77,7 @@ class Replays:
         start = self.earlier(candidate, change, noise)
         if not start:
             return None
-        marked = set(evidence.replicas)
-        own = {r.task_id: r for r in evidence.rows if r.task_id in marked}
+        own = {r.task_id: r for r in evidence.replica_rows()}
         held = {t: Row(t, b, c) for t, (b, c) in self.rows.get(change, {}).items()}
         rows = list((held | own).values())
         return rows, len(rows) - start
@@ -88,8 +87,8 @@ class Replays:
         evidence = candidate.evidence
         if not evidence.replicas or len({replica_origin(t) for t in evidence.replicas}) > 1:
             return self
-        change, marked = fingerprint(candidate.diff), set(evidence.replicas)
-        mine = {r.task_id: (r.base, r.candidate) for r in evidence.rows if r.task_id in marked}
+        change = fingerprint(candidate.diff)
+        mine = {r.task_id: (r.base, r.candidate) for r in evidence.replica_rows()}
         rows = {**self.rows, change: {**self.rows.get(change, {}), **mine}}
         pooled = {**self.pooled, candidate.diff.id: self.earlier(candidate, change, noise)}
         return replace(self, rows=rows, pooled=pooled)
